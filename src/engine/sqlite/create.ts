@@ -1,0 +1,137 @@
+/** Task creation: idempotency keys, dependencies (refs inside a batch, ids outside), cycles. */
+import { EngineError } from '../errors.js';
+import type { Actor, BatchTaskInput, CreateResult, TaskEvent } from '../types.js';
+import type { Db } from './connection.js';
+import { type EventWriter, type TaskRow, toTask } from './rows.js';
+
+export const DEFAULT_QUEUE = 'default';
+export const DEFAULT_MAX_ATTEMPTS = 3;
+
+export type CreateTasks = (inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[]) => CreateResult[];
+
+/** Refuses a batch whose refs form a cycle, naming the refs on it. */
+function checkAcyclic(inputs: BatchTaskInput[]): void {
+  const byRef = new Map<string, BatchTaskInput>();
+  for (const input of inputs) {
+    if (input.ref === undefined) continue;
+    if (byRef.has(input.ref)) throw new EngineError('VALIDATION_FAILED', `ref ${input.ref} is used by two tasks of the batch`);
+    byRef.set(input.ref, input);
+  }
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (ref: string, path: string[]): void => {
+    const mark = state.get(ref);
+    if (mark === 'done') return;
+    if (mark === 'visiting') {
+      const cycle = [...path.slice(path.indexOf(ref)), ref];
+      throw new EngineError('DEPENDENCY_CYCLE', `dependencies form a cycle: ${cycle.join(' -> ')}`, { cycle });
+    }
+    state.set(ref, 'visiting');
+    for (const dep of byRef.get(ref)?.dependsOnRefs ?? []) {
+      if (!byRef.has(dep)) throw new EngineError('VALIDATION_FAILED', `ref ${ref} depends on unknown ref ${dep}`);
+      visit(dep, [...path, ref]);
+    }
+    state.set(ref, 'done');
+  };
+  for (const input of inputs) {
+    if ((input.dependsOnRefs?.length ?? 0) > 0 && input.ref === undefined) {
+      throw new EngineError('VALIDATION_FAILED', 'a task with depends_on_refs needs a ref of its own');
+    }
+    if (input.ref !== undefined) visit(input.ref, []);
+  }
+}
+
+export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
+  const byKey = db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE idempotency_key = ?');
+  const stateOf = db.prepare<[number], { state: string }>('SELECT state FROM tasks WHERE id = ?');
+  const insert = db.prepare(
+    `INSERT INTO tasks (title, state, priority, creator, max_attempts, queue, for_agent, requires, depends_on,
+       idempotency_key, run_after, unmet_deps, created_at, updated_at, card)
+     VALUES (@title, 'pending', @priority, @creator, @max_attempts, @queue, @for_agent, @requires, @depends_on,
+       @idempotency_key, @run_after, @unmet_deps, @now, @now, @card)`,
+  );
+  const insertDep = db.prepare('INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?, ?)');
+  const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
+
+  return (inputs, creator, now, events) => {
+    checkAcyclic(inputs);
+    const results: CreateResult[] = [];
+    const idByRef = new Map<string, number>();
+    const pendingDeps: Array<{ id: number; deps: number[] }> = [];
+
+    // Resolve in dependency order so a ref always points at an id that already exists.
+    const ordered = topoOrder(inputs);
+    const resultAt = new Map<BatchTaskInput, CreateResult>();
+    for (const input of ordered) {
+      if (input.idempotencyKey !== undefined) {
+        const existing = byKey.get(input.idempotencyKey);
+        if (existing !== undefined) {
+          const result = { task: toTask(existing), created: false };
+          resultAt.set(input, result);
+          if (input.ref !== undefined) idByRef.set(input.ref, existing.id);
+          continue;
+        }
+      }
+      const deps = new Set<number>(input.dependsOn ?? []);
+      for (const ref of input.dependsOnRefs ?? []) deps.add(idByRef.get(ref)!);
+      let unmet = 0;
+      for (const dep of deps) {
+        const row = stateOf.get(dep);
+        if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `dependency ${dep} does not exist`, { task_id: dep });
+        if (row.state === 'failed' || row.state === 'cancelled') {
+          throw new EngineError('VALIDATION_FAILED', `dependency ${dep} is ${row.state}; a new task cannot wait for it`, { task_id: dep });
+        }
+        if (row.state !== 'completed') unmet++;
+      }
+      const depList = [...deps].sort((a, b) => a - b);
+      const info = insert.run({
+        title: input.title,
+        priority: input.priority ?? 0,
+        creator: creator.id,
+        max_attempts: input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+        queue: input.queue ?? DEFAULT_QUEUE,
+        for_agent: input.forAgent ?? null,
+        requires: (input.requires?.length ?? 0) > 0 ? JSON.stringify([...new Set(input.requires)].sort()) : null,
+        depends_on: depList.length > 0 ? JSON.stringify(depList) : null,
+        idempotency_key: input.idempotencyKey ?? null,
+        run_after: input.runAfter ?? now,
+        unmet_deps: unmet,
+        now,
+        card: JSON.stringify(input.card ?? {}),
+      });
+      const id = Number(info.lastInsertRowid);
+      if (input.ref !== undefined) idByRef.set(input.ref, id);
+      if (depList.length > 0) pendingDeps.push({ id, deps: depList });
+      const task = toTask(getRow.get(id)!);
+      events.push(
+        writer.append(id, 'task.created', creator.id, {
+          title: task.title,
+          to: 'pending',
+          priority: task.priority,
+          queue: task.queue,
+          depends_on: task.dependsOn,
+          run_after: task.runAfter,
+        }, now),
+      );
+      resultAt.set(input, { task, created: true });
+    }
+    for (const { id, deps } of pendingDeps) for (const dep of deps) insertDep.run(id, dep);
+    for (const input of inputs) results.push(resultAt.get(input)!);
+    return results;
+  };
+}
+
+/** Batch inputs ordered so that every ref comes after the refs it depends on (already acyclic). */
+function topoOrder(inputs: BatchTaskInput[]): BatchTaskInput[] {
+  if (!inputs.some((i) => (i.dependsOnRefs?.length ?? 0) > 0)) return inputs;
+  const byRef = new Map(inputs.filter((i) => i.ref !== undefined).map((i) => [i.ref!, i]));
+  const out: BatchTaskInput[] = [];
+  const seen = new Set<BatchTaskInput>();
+  const visit = (input: BatchTaskInput): void => {
+    if (seen.has(input)) return;
+    seen.add(input);
+    for (const ref of input.dependsOnRefs ?? []) visit(byRef.get(ref)!);
+    out.push(input);
+  };
+  inputs.forEach(visit);
+  return out;
+}

@@ -1,0 +1,95 @@
+/**
+ * TaskManager: the validating facade over a TaskStore. It parses every input at the edge
+ * (schemas.ts), delegates the decision and the write to the store (one transaction each),
+ * and publishes the committed events on the in-process bus.
+ */
+import { type EventBus, createEventBus } from './bus.js';
+import * as S from './schemas.js';
+import type { TaskStore } from './store.js';
+import { type FollowOptions, followEvents } from './tail.js';
+import type {
+  Actor,
+  BatchTaskInput,
+  ClaimInput,
+  ClaimedTask,
+  CreateResult,
+  CreateTaskInput,
+  FindTasksQuery,
+  HeartbeatInput,
+  SweepResult,
+  Task,
+  TaskEvent,
+  TaskStats,
+  TaskWithEvents,
+  TransitionInput,
+} from './types.js';
+
+export interface TaskManager {
+  readonly store: TaskStore;
+  readonly bus: EventBus;
+  createTask(input: CreateTaskInput, creator: Actor): Promise<CreateResult>;
+  /** Creates a batch in one transaction; `ref`/`dependsOnRefs` link tasks of the batch. */
+  createTasks(inputs: BatchTaskInput[], creator: Actor): Promise<CreateResult[]>;
+  /** The best claimable task for this claimer with a fresh claim token, or null. */
+  claimTask(input: ClaimInput): Promise<ClaimedTask | null>;
+  heartbeat(input: HeartbeatInput): Promise<{ leaseExpiresAt: number }>;
+  transitionTask(input: TransitionInput): Promise<Task>;
+  cancelTask(input: { taskId: number; actor: Actor; reason?: string }): Promise<Task>;
+  getTask(id: number): Promise<TaskWithEvents>;
+  findTasks(query?: FindTasksQuery): Promise<Task[]>;
+  sweep(opts?: { graceMs?: number }): Promise<SweepResult>;
+  stats(): Promise<TaskStats>;
+  /** Follows the event log from a cursor across processes (see tail.ts). */
+  follow(opts?: FollowOptions): AsyncGenerator<TaskEvent, void, undefined>;
+  close(): Promise<void>;
+}
+
+export interface TaskManagerOptions {
+  store: TaskStore;
+  /** @defaultValue a new bus */
+  bus?: EventBus;
+  /** Grace of the stale sweep's second phase. @defaultValue 1000 */
+  sweepGraceMs?: number;
+}
+
+export function createTaskManager(opts: TaskManagerOptions): TaskManager {
+  const { store } = opts;
+  const bus = opts.bus ?? createEventBus();
+  const publish = <T>(outcome: { value: T; events: TaskEvent[] }): T => {
+    bus.emitAll(outcome.events);
+    return outcome.value;
+  };
+
+  return {
+    store,
+    bus,
+    async createTask(input, creator) {
+      const parsed = S.parse(S.createTaskInput, input, 'create');
+      const [result] = publish(await store.createTasks([parsed], S.parse(S.actor, creator, 'creator')));
+      return result!;
+    },
+    async createTasks(inputs, creator) {
+      const parsed = S.parse(S.batchInput, inputs, 'create batch');
+      return publish(await store.createTasks(parsed, S.parse(S.actor, creator, 'creator')));
+    },
+    async claimTask(input) {
+      return publish(await store.claim(S.parse(S.claimInput, input, 'claim')));
+    },
+    heartbeat: (input) => store.heartbeat(S.parse(S.heartbeatInput, input, 'heartbeat')),
+    async transitionTask(input) {
+      return publish(await store.transition(S.parse(S.transitionInput, input, 'transition') as TransitionInput));
+    },
+    async cancelTask(input) {
+      const parsed = S.parse(S.transitionInput, { ...input, to: 'cancelled' }, 'cancel') as TransitionInput;
+      return publish(await store.transition(parsed));
+    },
+    getTask: (id) => store.getTask(S.parse(S.taskId, id, 'task id'), true),
+    findTasks: (query = {}) => store.findTasks(S.parse(S.findTasksQuery, query, 'list')),
+    async sweep(o = {}) {
+      return publish(await store.sweep({ graceMs: o.graceMs ?? opts.sweepGraceMs ?? 1000 }));
+    },
+    stats: () => store.stats(),
+    follow: (o) => followEvents(store, o),
+    close: () => store.close(),
+  };
+}
