@@ -115,8 +115,8 @@ export function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T 
   const parsed = schema.safeParse(value);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0]!;
-  const where = issue.path.length > 0 ? issue.path.join('.') : what;
-  throw new EngineError('VALIDATION_FAILED', `${what}: ${where}: ${issue.message}`, {
+  const where = issue.path.length > 0 ? `${what}: ${issue.path.join('.')}` : what;
+  throw new EngineError('VALIDATION_FAILED', `${where}: ${issue.message}`, {
     issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
   });
 }

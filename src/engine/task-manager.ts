@@ -75,7 +75,7 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
     async claimTask(input) {
       return publish(await store.claim(S.parse(S.claimInput, input, 'claim')));
     },
-    heartbeat: (input) => store.heartbeat(S.parse(S.heartbeatInput, input, 'heartbeat')),
+    heartbeat: async (input) => store.heartbeat(S.parse(S.heartbeatInput, input, 'heartbeat')),
     async transitionTask(input) {
       return publish(await store.transition(S.parse(S.transitionInput, input, 'transition') as TransitionInput));
     },
@@ -83,8 +83,8 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
       const parsed = S.parse(S.transitionInput, { ...input, to: 'cancelled' }, 'cancel') as TransitionInput;
       return publish(await store.transition(parsed));
     },
-    getTask: (id) => store.getTask(S.parse(S.taskId, id, 'task id'), true),
-    findTasks: (query = {}) => store.findTasks(S.parse(S.findTasksQuery, query, 'list')),
+    getTask: async (id) => store.getTask(S.parse(S.taskId, id, 'task id'), true),
+    findTasks: async (query = {}) => store.findTasks(S.parse(S.findTasksQuery, query, 'list')),
     async sweep(o = {}) {
       return publish(await store.sweep({ graceMs: o.graceMs ?? opts.sweepGraceMs ?? 1000 }));
     },

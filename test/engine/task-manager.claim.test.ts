@@ -1,0 +1,99 @@
+import { describe, expect, it } from 'vitest';
+import { createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { agent, fakeClock, freshManager, operator, system } from '../helpers.js';
+
+describe('claiming', () => {
+  it('hands out the highest priority first, then the oldest', async () => {
+    const tm = freshManager();
+    const low = await tm.createTask({ title: 'low', priority: 1 }, operator);
+    const highOld = await tm.createTask({ title: 'high old', priority: 5 }, operator);
+    const highNew = await tm.createTask({ title: 'high new', priority: 5 }, operator);
+    const order = [];
+    for (let i = 0; i < 3; i++) order.push((await tm.claimTask({ agent: 'w' }))!.id);
+    expect(order).toEqual([highOld.task.id, highNew.task.id, low.task.id]);
+    expect(await tm.claimTask({ agent: 'w' })).toBeNull();
+  });
+
+  it('gives a claim a fresh token, a lease measured from the claim, and a task.claimed event', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const { task } = await tm.createTask({ title: 't' }, operator);
+    clock.advance(60_000);
+    const claimed = (await tm.claimTask({ agent: 'w', leaseMs: 5000 }))!;
+    expect(claimed).toMatchObject({ id: task.id, state: 'claimed', assignee: 'w', attempts: 1 });
+    expect(claimed.claimToken).toMatch(/^[0-9a-f-]{36}$/);
+    expect(claimed.leaseExpiresAt).toBe(clock.now() + 5000);
+    const events = (await tm.getTask(task.id)).events.map((e) => e.type);
+    expect(events).toEqual(['task.created', 'task.claimed']);
+  });
+
+  it('a second claimer never gets a task that is already claimed, across connections', async () => {
+    const tm = freshManager();
+    const other = createTaskManager({ store: createSqliteStore({ path: tm.path }) });
+    try {
+      await tm.createTasks(Array.from({ length: 50 }, (_, i) => ({ title: `t${i}` })), operator);
+      const claims = await Promise.all(
+        Array.from({ length: 60 }, (_, i) => (i % 2 === 0 ? tm : other).claimTask({ agent: `w${i}` })),
+      );
+      const ids = claims.filter((c) => c !== null).map((c) => c!.id);
+      expect(ids).toHaveLength(50);
+      expect(new Set(ids).size).toBe(50);
+    } finally {
+      await other.close();
+    }
+  });
+
+  it('routes by queue, by the agent a task is for, and by required capabilities', async () => {
+    const tm = freshManager();
+    const mail = await tm.createTask({ title: 'mail', queue: 'mail' }, operator);
+    const forBob = await tm.createTask({ title: 'bob only', forAgent: 'bob' }, operator);
+    const desktop = await tm.createTask({ title: 'needs desktop+gpu', requires: ['desktop', 'gpu'] }, operator);
+    expect(await tm.claimTask({ agent: 'alice', capabilities: ['desktop'] })).toBeNull();
+    expect((await tm.claimTask({ agent: 'alice', capabilities: ['gpu', 'desktop', 'x'] }))!.id).toBe(desktop.task.id);
+    expect((await tm.claimTask({ agent: 'bob' }))!.id).toBe(forBob.task.id);
+    expect(await tm.claimTask({ agent: 'bob' })).toBeNull();
+    expect((await tm.claimTask({ agent: 'bob', queue: 'mail' }))!.id).toBe(mail.task.id);
+  });
+
+  it('explains why a named task cannot be claimed, and writes nothing', async () => {
+    const tm = freshManager();
+    const forBob = await tm.createTask({ title: 'bob only', forAgent: 'bob' }, operator);
+    const before = await tm.stats();
+    await expect(tm.claimTask({ agent: 'alice', taskId: forBob.task.id })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await expect(tm.claimTask({ agent: 'alice', taskId: 999 })).rejects.toMatchObject({ code: 'TASK_NOT_FOUND' });
+    expect(await tm.stats()).toEqual(before);
+    await tm.claimTask({ agent: 'bob', taskId: forBob.task.id });
+    await expect(tm.claimTask({ agent: 'bob', taskId: forBob.task.id })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
+  });
+
+  it('does not hand out a delayed task before its run_after', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const { task } = await tm.createTask({ title: 'later', runAfter: clock.now() + 10_000 }, operator);
+    expect(await tm.claimTask({ agent: 'w' })).toBeNull();
+    await expect(tm.claimTask({ agent: 'w', taskId: task.id })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
+    clock.advance(10_000);
+    expect((await tm.claimTask({ agent: 'w' }))!.id).toBe(task.id);
+  });
+
+  it('can claim and start in one transaction, writing both events', async () => {
+    const tm = freshManager();
+    const { task } = await tm.createTask({ title: 't' }, operator);
+    const claimed = (await tm.claimTask({ agent: 'w', start: true }))!;
+    expect(claimed.state).toBe('in_progress');
+    const events = (await tm.getTask(task.id)).events;
+    expect(events.map((e) => [e.type, e.data.to])).toEqual([
+      ['task.created', 'pending'],
+      ['task.claimed', 'claimed'],
+      ['task.transitioned', 'in_progress'],
+    ]);
+    const done = await tm.transitionTask({
+      taskId: task.id,
+      to: 'review',
+      actor: agent('w'),
+      claimToken: claimed.claimToken,
+      then: [{ to: 'completed', actor: system, result: { ok: true } }],
+    });
+    expect(done).toMatchObject({ state: 'completed', result: { ok: true }, leaseExpiresAt: null });
+  });
+});

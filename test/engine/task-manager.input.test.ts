@@ -1,0 +1,66 @@
+import { describe, expect, it } from 'vitest';
+import { LIMITS, isEngineError } from '../../src/engine/index.js';
+import { agent, freshManager, operator } from '../helpers.js';
+
+const NASTY = [`'; DROP TABLE tasks; --`, `" OR 1=1 --`, 'Robert\'); DELETE FROM task_events;--', '任务 🚀 ünïcödé', '%_\\'];
+
+async function codeOf(call: () => Promise<unknown>): Promise<string> {
+  try {
+    await call();
+    return 'NO_ERROR';
+  } catch (err) {
+    if (!isEngineError(err)) throw err;
+    expect(err.message).not.toContain('\n');
+    return err.code;
+  }
+}
+
+describe('bad input through the API', () => {
+  it('answers each malformed call with its code and writes nothing', async () => {
+    const tm = freshManager();
+    const { task } = await tm.createTask({ title: 'keep' }, operator);
+    const before = { stats: await tm.stats(), task: await tm.getTask(task.id) };
+    const cases: Array<[string, () => Promise<unknown>, string]> = [
+      ['unknown id', () => tm.getTask(424242), 'TASK_NOT_FOUND'],
+      ['unknown id on transition', () => tm.transitionTask({ taskId: 424242, to: 'cancelled', actor: operator }), 'TASK_NOT_FOUND'],
+      ['non-integer id', () => tm.getTask(1.5), 'VALIDATION_FAILED'],
+      ['id as a string', () => tm.getTask('1' as unknown as number), 'VALIDATION_FAILED'],
+      ['empty title', () => tm.createTask({ title: '   ' }, operator), 'VALIDATION_FAILED'],
+      ['title over the limit', () => tm.createTask({ title: 'x'.repeat(LIMITS.titleChars + 1) }, operator), 'VALIDATION_FAILED'],
+      ['title with a newline', () => tm.createTask({ title: 'a\nb' }, operator), 'VALIDATION_FAILED'],
+      ['card that is an array', () => tm.createTask({ title: 't', card: [] as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
+      ['card that is a string', () => tm.createTask({ title: 't', card: 'x' as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
+      ['card over the limit', () => tm.createTask({ title: 't', card: { blob: 'x'.repeat(LIMITS.cardBytes) } }, operator), 'VALIDATION_FAILED'],
+      ['priority as a string', () => tm.createTask({ title: 't', priority: '5' as unknown as number }, operator), 'VALIDATION_FAILED'],
+      ['fractional priority', () => tm.createTask({ title: 't', priority: 1.5 }, operator), 'VALIDATION_FAILED'],
+      ['unknown field', () => tm.createTask({ title: 't', colour: 'red' } as never, operator), 'VALIDATION_FAILED'],
+      ['bad queue name', () => tm.createTask({ title: 't', queue: 'a b' }, operator), 'VALIDATION_FAILED'],
+      ['unknown state', () => tm.transitionTask({ taskId: task.id, to: 'done' as never, actor: operator }), 'VALIDATION_FAILED'],
+      ['unknown role', () => tm.cancelTask({ taskId: task.id, actor: { id: 'x', role: 'root' as never } }), 'VALIDATION_FAILED'],
+      ['empty agent', () => tm.claimTask({ agent: '' }), 'VALIDATION_FAILED'],
+      ['lease as text', () => tm.claimTask({ agent: 'w', leaseMs: 'long' as unknown as number }), 'VALIDATION_FAILED'],
+      ['list with unknown state', () => tm.findTasks({ states: ['nope' as never] }), 'VALIDATION_FAILED'],
+      ['page over the limit', () => tm.findTasks({ limit: LIMITS.pageMax + 1 }), 'VALIDATION_FAILED'],
+    ];
+    for (const [what, call, code] of cases) expect(await codeOf(call), what).toBe(code);
+    expect({ stats: await tm.stats(), task: await tm.getTask(task.id) }).toEqual(before);
+  });
+
+  it('stores SQL metacharacters and unicode in every text field verbatim', async () => {
+    const tm = freshManager();
+    for (const text of NASTY) {
+      const { task } = await tm.createTask(
+        { title: text, card: { goal: text, [text]: text }, idempotencyKey: text, forAgent: text, queue: 'q' },
+        agent(text),
+      );
+      const claim = (await tm.claimTask({ agent: text, queue: 'q' }))!;
+      expect(claim.id).toBe(task.id);
+      await tm.transitionTask({ taskId: task.id, to: 'in_progress', actor: agent(text), claimToken: claim.claimToken, reason: text });
+      const got = await tm.getTask(task.id);
+      expect(got).toMatchObject({ title: text.trim(), creator: text, assignee: text, forAgent: text, idempotencyKey: text, card: { goal: text, [text]: text } });
+      expect(got.events.at(-1)!.data.reason).toBe(text);
+      expect((await tm.findTasks({ assignee: text })).map((t) => t.id)).toEqual([task.id]);
+    }
+    expect((await tm.stats()).byState.in_progress).toBe(NASTY.length);
+  });
+});
