@@ -149,30 +149,40 @@ function bulkInsert(path, count) {
 }
 
 /**
- * 4. Claim latency with a steady backlog: after each timed claim one task is created
+ * 4. Claim latency with a small and a big backlog, measured interleaved: the two stores are
+ * open side by side and every round times one claim on each (alternating which goes first),
+ * so disk and checkpoint noise fall on both alike. After each timed claim one task is created
  * (untimed), so exactly `backlog` tasks are pending at every timed claim.
  */
-export async function benchClaimLatency(path, backlog, samples, warmup) {
-  await createSqliteStore({ path }).close(); // runs the migrations
-  const t0 = nowNs();
-  bulkInsert(path, backlog);
-  log(`  backlog of ${backlog.toLocaleString('en-US')} inserted in ${seconds(t0, nowNs()).toFixed(1)} s`);
-  const manager = openManager(path);
+export async function benchClaimLatency(paths, backlogs, samples, warmup) {
+  const sides = [];
+  for (let k = 0; k < paths.length; k++) {
+    await createSqliteStore({ path: paths[k] }).close(); // runs the migrations
+    const t0 = nowNs();
+    bulkInsert(paths[k], backlogs[k]);
+    log(`  backlog of ${backlogs[k].toLocaleString('en-US')} inserted in ${seconds(t0, nowNs()).toFixed(1)} s`);
+    sides.push({ backlog: backlogs[k], manager: openManager(paths[k]), lat: [] });
+  }
   try {
-    const lat = [];
     for (let i = 0; i < warmup + samples; i++) {
-      const start = nowNs();
-      const task = await manager.claimTask({ agent: 'agent-1' });
-      const us = Number(nowNs() - start) / 1000;
-      if (task === null) throw new Error('claim latency: the backlog ran dry');
-      if (i >= warmup) lat.push(us);
-      await manager.createTask(input(i), OPERATOR);
+      const order = i % 2 === 0 ? sides : [...sides].reverse();
+      for (const side of order) {
+        const start = nowNs();
+        const task = await side.manager.claimTask({ agent: 'agent-1' });
+        const us = Number(nowNs() - start) / 1000;
+        if (task === null) throw new Error('claim latency: the backlog ran dry');
+        if (i >= warmup) side.lat.push(us);
+        await side.manager.createTask(input(i), OPERATOR);
+      }
     }
-    lat.sort((a, b) => a - b);
-    const pending = manager.store.db.prepare("SELECT count(*) AS n FROM tasks WHERE state = 'pending'").get().n;
-    if (pending !== backlog) throw new Error(`claim latency: ${pending} pending at the end, expected ${backlog}`);
-    return { backlog, samples, p50: percentile(lat, 50), p99: percentile(lat, 99), max: lat[lat.length - 1] };
+    return sides.map(({ backlog, manager, lat }) => {
+      const pending = manager.store.db.prepare("SELECT count(*) AS n FROM tasks WHERE state = 'pending'").get().n;
+      if (pending !== backlog) throw new Error(`claim latency: ${pending} pending at the end, expected ${backlog}`);
+      lat.sort((a, b) => a - b);
+      const at = (p) => percentile(lat, p);
+      return { backlog, samples, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: lat[lat.length - 1] };
+    });
   } finally {
-    await manager.close();
+    for (const side of sides) await side.manager.close();
   }
 }

@@ -12,3 +12,4 @@ export { createSqliteStore, type SqliteStoreOptions, type SqliteTaskStore } from
 export { DEFAULT_LEASE_MS } from './sqlite/claim.js';
 export { DEFAULT_QUEUE, DEFAULT_MAX_ATTEMPTS } from './sqlite/create.js';
 export type { Durability } from './sqlite/connection.js';
+export { toWireTask, toWireEvent, toWireStats, type WireTask, type WireEvent } from './wire.js';

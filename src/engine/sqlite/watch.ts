@@ -39,20 +39,36 @@ export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): Chan
     scheduled = true;
     queueMicrotask(fire);
   };
-  const check = (): void => {
-    if (!db.open) return;
+  const check = (): boolean => {
+    if (!db.open) return false;
     const v = dataVersion(db);
-    if (v !== version) {
-      version = v;
-      schedule();
-    }
+    if (v === version) return false;
+    version = v;
+    schedule();
+    return true;
+  };
+  // The file event can arrive between the WAL write and the wal-index update that makes
+  // the commit visible; if the version has not moved yet, look again a moment later.
+  let followUp: NodeJS.Timeout | undefined;
+  const onFileEvent = (): void => {
+    if (check() || followUp !== undefined) return;
+    let delay = 1;
+    const again = (): void => {
+      if (check() || delay > 64) {
+        followUp = undefined;
+        return;
+      }
+      delay *= 4;
+      followUp = setTimeout(again, delay);
+    };
+    followUp = setTimeout(again, delay);
   };
 
   const start = (): void => {
     version = dataVersion(db);
     try {
       fsWatcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-        if (file === walName || file === null) check();
+        if (file === walName || file === null) onFileEvent();
       });
       fsWatcher.on('error', () => stopFs());
     } catch {
@@ -67,6 +83,8 @@ export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): Chan
   };
   const stop = (): void => {
     stopFs();
+    if (followUp !== undefined) clearTimeout(followUp);
+    followUp = undefined;
     if (timer !== undefined) clearInterval(timer);
     timer = undefined;
   };

@@ -1,0 +1,64 @@
+/** What every command shares: the database, the acting identity, output in text or JSON. */
+import { resolve } from 'node:path';
+import {
+  type Actor,
+  type Durability,
+  EngineError,
+  OPERATOR,
+  type TaskManager,
+  createSqliteStore,
+  createTaskManager,
+} from '../engine/index.js';
+
+export interface GlobalOptions {
+  db?: string;
+  json?: boolean;
+  as?: string;
+  durability?: string;
+}
+
+export const DEFAULT_DB = 'data/taskloop.db';
+
+/** A command used the wrong way (exit 2), as opposed to a refusal by the engine (exit 1). */
+export class UsageError extends Error {
+  readonly code = 'USAGE';
+}
+
+export interface CliContext {
+  readonly json: boolean;
+  readonly dbPath: string;
+  /** `operator` unless `--as NAME` names an agent. */
+  readonly actor: Actor;
+  manager(): TaskManager;
+  /** Prints a result: JSON as given, or the text the command formats. */
+  out(value: unknown, text: () => string): void;
+  close(): Promise<void>;
+}
+
+export function dbPathFrom(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
+  return resolve(opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB);
+}
+
+export function createContext(opts: GlobalOptions, stdout: (s: string) => void): CliContext {
+  const durability = opts.durability ?? 'normal';
+  if (durability !== 'normal' && durability !== 'full') {
+    throw new EngineError('VALIDATION_FAILED', `--durability: '${durability}' is not normal or full`);
+  }
+  const dbPath = dbPathFrom(opts);
+  let tm: TaskManager | undefined;
+  return {
+    json: opts.json === true,
+    dbPath,
+    actor: opts.as === undefined ? OPERATOR : { id: opts.as, role: 'agent' },
+    manager() {
+      tm ??= createTaskManager({ store: createSqliteStore({ path: dbPath, durability: durability as Durability }) });
+      return tm;
+    },
+    out(value, text) {
+      stdout(this.json ? JSON.stringify(value) : text());
+    },
+    async close() {
+      await tm?.close();
+    },
+  };
+}

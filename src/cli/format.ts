@@ -1,0 +1,47 @@
+/** Human-readable text for tasks and events (the JSON forms come from engine/wire.ts). */
+import type { Task, TaskEvent, TaskWithEvents } from '../engine/index.js';
+
+const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
+
+function pad(s: string, n: number): string {
+  return s.length >= n ? s : s + ' '.repeat(n - s.length);
+}
+
+export function taskLine(t: Task): string {
+  return `${pad(`#${t.id}`, 7)} ${pad(t.state, 11)} ${pad(String(t.priority), 5)} ${pad(t.assignee ?? '-', 14)} ${t.title}`;
+}
+
+export function taskTable(tasks: Task[]): string {
+  if (tasks.length === 0) return 'no tasks';
+  return [`${pad('ID', 7)} ${pad('STATE', 11)} ${pad('PRIO', 5)} ${pad('ASSIGNEE', 14)} TITLE`, ...tasks.map(taskLine)].join('\n');
+}
+
+export function eventLine(e: TaskEvent): string {
+  const move = typeof e.data.to === 'string' ? ` ${typeof e.data.from === 'string' ? `${e.data.from} -> ` : ''}${e.data.to}` : '';
+  const reason = typeof e.data.reason === 'string' ? ` (${e.data.reason})` : '';
+  return `${iso(e.createdAt)} #${e.id} task ${e.taskId ?? '-'} ${e.type}${move} by ${e.actor}${reason}`;
+}
+
+export function taskDetail(t: TaskWithEvents): string {
+  const lines = [
+    `task ${t.id}: ${t.title}`,
+    `  state        ${t.state}`,
+    `  priority     ${t.priority}`,
+    `  queue        ${t.queue}`,
+    `  creator      ${t.creator}`,
+    `  assignee     ${t.assignee ?? '-'}`,
+    `  attempts     ${t.attempts} of ${t.maxAttempts}`,
+    `  depends on   ${t.dependsOn.length > 0 ? t.dependsOn.join(', ') : '-'}`,
+    `  for agent    ${t.forAgent ?? '-'}`,
+    `  requires     ${t.requires.length > 0 ? t.requires.join(', ') : '-'}`,
+    `  run after    ${iso(t.runAfter)}`,
+    `  lease until  ${iso(t.leaseExpiresAt)}`,
+    `  created      ${iso(t.createdAt)}`,
+    `  updated      ${iso(t.updatedAt)}`,
+    `  card         ${JSON.stringify(t.card)}`,
+    `  result       ${t.result === null ? '-' : JSON.stringify(t.result)}`,
+    'events:',
+    ...t.events.map((e) => `  ${eventLine(e)}`),
+  ];
+  return lines.join('\n');
+}

@@ -1,0 +1,84 @@
+/**
+ * The `taskloop` command line. Exit codes: 0 ok, 1 refused by the engine (the line names
+ * the code), 2 usage error, 3 nothing to claim. Errors are one line on stderr, never a
+ * stack trace; with --json, `{"error":{"code":…,"message":…}}`.
+ */
+import { Command, CommanderError } from 'commander';
+import { isEngineError } from '../engine/index.js';
+import { type CliContext, type GlobalOptions, UsageError, createContext } from './context.js';
+import { registerEventCommands } from './event-commands.js';
+import { type Run, registerTaskCommands } from './task-commands.js';
+
+export interface CliIo {
+  stdout: (line: string) => void;
+  stderr: (line: string) => void;
+}
+
+const defaultIo: CliIo = {
+  stdout: (line) => process.stdout.write(`${line}\n`),
+  stderr: (line) => process.stderr.write(`${line}\n`),
+};
+
+function oneLine(text: string): string {
+  return text.replace(/\s*\n\s*/g, ' ').trim();
+}
+
+/** Runs the CLI on `argv` (without node and script) and resolves to the exit code. */
+export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<number> {
+  let exitCode = 0;
+  let json = argv.includes('--json');
+
+  const fail = (code: string, message: string, exit: number): void => {
+    exitCode = exit;
+    if (json) io.stderr(JSON.stringify({ error: { code, message: oneLine(message) } }));
+    else io.stderr(`taskloop: ${code === 'USAGE' ? '' : `${code}: `}${oneLine(message)}`);
+  };
+
+  const run: Run = async (cmd, action) => {
+    const opts = cmd.optsWithGlobals<GlobalOptions>();
+    json = opts.json === true;
+    let ctx: CliContext | undefined;
+    try {
+      ctx = createContext(opts, io.stdout);
+      const code = await action(ctx);
+      if (typeof code === 'number') exitCode = code;
+    } catch (err) {
+      if (isEngineError(err)) fail(err.code, err.message, 1);
+      else if (err instanceof UsageError) fail('USAGE', err.message, 2);
+      else fail('INTERNAL', err instanceof Error ? err.message : String(err), 1);
+    } finally {
+      await ctx?.close();
+    }
+  };
+
+  const program = new Command('taskloop')
+    .description('a multi-process task engine for AI agents')
+    .option('--db <path>', 'database file (default: $TASKLOOP_DB, else data/taskloop.db)')
+    .option('--json', 'print snake_case JSON')
+    .option('--as <name>', 'act as this agent (default: operator)')
+    .option('--durability <mode>', 'normal (default) or full: synchronous=FULL, every commit fsynced')
+    .showHelpAfterError(false)
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout(s.replace(/\n$/, '')),
+      writeErr: (s) => {
+        if (!s.startsWith('error:')) io.stderr(s.replace(/\n$/, ''));
+      },
+      outputError: () => undefined,
+    });
+  registerTaskCommands(program, run);
+  registerEventCommands(program, run);
+  for (const sub of program.commands) sub.exitOverride();
+
+  try {
+    await program.parseAsync(argv, { from: 'user' });
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.exitCode === 0) return 0; // --help, --version
+      fail('USAGE', err.message.replace(/^error: /, ''), 2);
+    } else {
+      fail('INTERNAL', err instanceof Error ? err.message : String(err), 1);
+    }
+  }
+  return exitCode;
+}

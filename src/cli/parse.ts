@@ -1,0 +1,45 @@
+/** Turning CLI strings into typed values; each failure is a VALIDATION_FAILED naming the flag. */
+import { readFileSync } from 'node:fs';
+import { EngineError, parseDuration, parseTime } from '../engine/index.js';
+
+export function integer(text: string, flag: string): number {
+  if (!/^-?\d{1,16}$/.test(text.trim())) throw new EngineError('VALIDATION_FAILED', `${flag}: '${text}' is not an integer`);
+  return Number(text);
+}
+
+export function taskIdArg(text: string): number {
+  if (!/^\d{1,16}$/.test(text.trim())) throw new EngineError('VALIDATION_FAILED', `task id: '${text}' is not a task id (a positive integer)`);
+  return Number(text);
+}
+
+export function duration(text: string, flag: string): number {
+  return parseDuration(text, flag);
+}
+
+export function time(text: string, flag: string, now = Date.now()): number {
+  return parseTime(text, now, flag);
+}
+
+export function list(text: string): string[] {
+  return text.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
+}
+
+/** Reads a JSON object from a file, or from standard input when `source` is `-`. */
+export function jsonObjectFrom(source: string, what: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(source === '-' ? 0 : source, 'utf8');
+  } catch (err) {
+    throw new EngineError('VALIDATION_FAILED', `${what}: cannot read ${source === '-' ? 'standard input' : source}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    throw new EngineError('VALIDATION_FAILED', `${what}: not valid JSON: ${(err as Error).message.split('\n')[0]}`);
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new EngineError('VALIDATION_FAILED', `${what}: must be a JSON object, not ${Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value}`);
+  }
+  return value as Record<string, unknown>;
+}

@@ -1,0 +1,80 @@
+/**
+ * External JSON (DESIGN §8): what users and agents read is snake_case with ISO times.
+ * Every surface (CLI --json, HTTP, tools, MCP) maps through these functions.
+ */
+import type { ClaimedTask, Task, TaskEvent, TaskStats } from './types.js';
+
+const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
+
+export interface WireTask {
+  id: number;
+  title: string;
+  state: string;
+  priority: number;
+  creator: string;
+  assignee: string | null;
+  attempts: number;
+  max_attempts: number;
+  depends_on: number[];
+  queue: string;
+  for_agent: string | null;
+  requires: string[];
+  idempotency_key: string | null;
+  run_after: string | null;
+  created_at: string | null;
+  updated_at: string | null;
+  lease_expires_at: string | null;
+  card: Record<string, unknown>;
+  result: unknown;
+  claim_token?: string;
+}
+
+export interface WireEvent {
+  id: number;
+  task_id: number | null;
+  type: string;
+  actor: string;
+  data: Record<string, unknown>;
+  created_at: string | null;
+}
+
+export function toWireTask(task: Task | ClaimedTask): WireTask {
+  const wire: WireTask = {
+    id: task.id,
+    title: task.title,
+    state: task.state,
+    priority: task.priority,
+    creator: task.creator,
+    assignee: task.assignee,
+    attempts: task.attempts,
+    max_attempts: task.maxAttempts,
+    depends_on: task.dependsOn,
+    queue: task.queue,
+    for_agent: task.forAgent,
+    requires: task.requires,
+    idempotency_key: task.idempotencyKey,
+    run_after: iso(task.runAfter),
+    created_at: iso(task.createdAt),
+    updated_at: iso(task.updatedAt),
+    lease_expires_at: iso(task.leaseExpiresAt),
+    card: task.card,
+    result: task.result,
+  };
+  if ('claimToken' in task) wire.claim_token = task.claimToken;
+  return wire;
+}
+
+export function toWireEvent(event: TaskEvent): WireEvent {
+  return {
+    id: event.id,
+    task_id: event.taskId,
+    type: event.type,
+    actor: event.actor,
+    data: event.data,
+    created_at: iso(event.createdAt),
+  };
+}
+
+export function toWireStats(stats: TaskStats): Record<string, unknown> {
+  return { by_state: stats.byState, last_event_id: stats.lastEventId };
+}

@@ -1,0 +1,80 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers.js';
+import { cli, cliJson } from './helpers.js';
+
+function fingerprint(db: string): string {
+  const conn = new Database(db, { readonly: true });
+  try {
+    return JSON.stringify([conn.prepare('SELECT * FROM tasks ORDER BY id').all(), conn.prepare('SELECT * FROM task_events ORDER BY id').all()]);
+  } finally {
+    conn.close();
+  }
+}
+
+describe('bad input through the CLI', () => {
+  it('answers each with one line naming its code, the right exit code, and writes nothing', async () => {
+    const dir = tempDir();
+    const db = join(dir, 't.db');
+    await cliJson(db, 'task', 'create', '--title', 'keep me', '--card', writeCard(dir, 'ok.json', '{"goal":"g"}'));
+    const before = fingerprint(db);
+    const cases: Array<[string[], number, string]> = [
+      [['task', 'show', '42'], 1, 'TASK_NOT_FOUND'],
+      [['task', 'show', 'abc'], 1, 'VALIDATION_FAILED'],
+      [['task', 'show', '1; DROP TABLE tasks'], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--card', writeCard(dir, 'bad.json', '{"goal": ')], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--card', writeCard(dir, 'arr.json', '[1,2]')], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--card', writeCard(dir, 'str.json', '"card"')], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--card', join(dir, 'missing.json')], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 'x'.repeat(501)], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--priority', 'high'], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--priority', '1.5'], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--max-attempts', '0'], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--run-after', 'tomorrow'], 1, 'VALIDATION_FAILED'],
+      [['task', 'create', '--title', 't', '--depends-on', '77'], 1, 'TASK_NOT_FOUND'],
+      [['task', 'create', '--title', 't', '--queue', "q'; --"], 1, 'VALIDATION_FAILED'],
+      [['task', 'transition', '1', 'finished'], 1, 'VALIDATION_FAILED'],
+      [['task', 'transition', '1', 'completed'], 1, 'INVALID_TRANSITION'],
+      [['task', 'transition', '1', 'DROP TABLE'], 1, 'VALIDATION_FAILED'],
+      [['task', 'list', '--state', 'bogus'], 1, 'VALIDATION_FAILED'],
+      [['task', 'list', '--limit', 'ten'], 1, 'VALIDATION_FAILED'],
+      [['task', 'claim', '--lease', 'forever', '--as', 'w'], 1, 'VALIDATION_FAILED'],
+      [['--as', 'w', 'task', 'heartbeat', '1', '--token', 'nope'], 1, 'INVALID_TRANSITION'],
+      [['--as', 'mallory', 'task', 'cancel', '1'], 1, 'FORBIDDEN'],
+      [['task', 'claim'], 2, 'USAGE'],
+      [['task', 'create'], 2, 'USAGE'],
+      [['task', 'frobnicate'], 2, 'USAGE'],
+      [['--durability', 'sometimes', 'stats'], 1, 'VALIDATION_FAILED'],
+    ];
+    for (const [args, exit, code] of cases) {
+      const text = await cli(db, ...args);
+      expect(text.code, args.join(' ')).toBe(exit);
+      expect(text.stderr.split('\n'), args.join(' ')).toHaveLength(1);
+      if (code !== 'USAGE') expect(text.stderr, args.join(' ')).toMatch(new RegExp(`^taskloop: ${code}: `));
+      const json = await cli(db, '--json', ...args);
+      expect(JSON.parse(json.stderr), args.join(' ')).toMatchObject({ error: { code } });
+      expect(json.stderr).not.toMatch(/\n|at .*\.js:\d+/);
+    }
+    expect(fingerprint(db)).toBe(before);
+  });
+
+  it('keeps SQL metacharacters and unicode intact in every text field', async () => {
+    const db = join(tempDir(), 't.db');
+    const nasty = `Robert'); DROP TABLE tasks;-- 任务 🚀 "q" %_`;
+    const created = await cliJson(db, '--as', nasty, 'task', 'create', '--title', nasty, '--for', nasty, '--idempotency-key', nasty);
+    expect(created).toMatchObject({ title: nasty, creator: nasty, for_agent: nasty, idempotency_key: nasty });
+    const claim = await cliJson<{ claim_token: string }>(db, '--as', nasty, 'task', 'claim');
+    const moved = await cliJson(db, '--as', nasty, 'task', 'transition', '1', 'in_progress', '--token', claim.claim_token, '--reason', nasty);
+    expect(moved.assignee).toBe(nasty);
+    const shown = await cliJson<{ events: Array<{ data: { reason?: string } }> }>(db, 'task', 'show', '1');
+    expect(shown.events.at(-1)!.data.reason).toBe(nasty);
+  });
+});
+
+function writeCard(dir: string, name: string, text: string): string {
+  const path = join(dir, name);
+  writeFileSync(path, text);
+  return path;
+}
