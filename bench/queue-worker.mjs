@@ -13,7 +13,10 @@ process.once('message', async (msg) => {
   if (msg?.type !== 'go') throw new Error(`worker ${agent}: unexpected message ${JSON.stringify(msg)}`);
   let count = 0;
   while (await drainOne(manager, agent)) count++;
-  await manager.close();
-  process.send({ type: 'done', count }, () => process.disconnect());
+  // Report first: closing the last connection checkpoints the WAL, which is not part of the drain.
+  process.send({ type: 'done', count }, async () => {
+    await manager.close();
+    process.disconnect();
+  });
 });
 process.send({ type: 'ready' });

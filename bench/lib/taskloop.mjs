@@ -180,7 +180,8 @@ export async function benchClaimLatency(paths, backlogs, samples, warmup) {
       if (pending !== backlog) throw new Error(`claim latency: ${pending} pending at the end, expected ${backlog}`);
       lat.sort((a, b) => a - b);
       const at = (p) => percentile(lat, p);
-      return { backlog, samples, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: lat[lat.length - 1] };
+      const over1ms = lat.filter((x) => x > 1000).length;
+      return { backlog, samples, p50: at(50), p90: at(90), p99: at(99), p999: at(99.9), max: lat[lat.length - 1], over1ms };
     });
   } finally {
     for (const side of sides) await side.manager.close();

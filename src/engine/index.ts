@@ -13,3 +13,6 @@ export { DEFAULT_LEASE_MS } from './sqlite/claim.js';
 export { DEFAULT_QUEUE, DEFAULT_MAX_ATTEMPTS } from './sqlite/create.js';
 export type { Durability } from './sqlite/connection.js';
 export { toWireTask, toWireEvent, toWireStats, type WireTask, type WireEvent } from './wire.js';
+export * from './runs.js';
+export type * from './run-store.js';
+export { createSqliteRunStore } from './sqlite/run-store.js';

@@ -57,6 +57,85 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX task_events_by_task ON task_events (task_id, id);
   `,
+  // 2: runs and steps of the task loop, stop/pause controls, shared tool breakers, daemon
+  // heartbeats, schedules.
+  `
+  CREATE TABLE runs (
+    id                 INTEGER PRIMARY KEY,
+    task_id            INTEGER NOT NULL REFERENCES tasks (id),
+    phase              TEXT    NOT NULL,
+    stop_reason        TEXT,
+    budget             TEXT    NOT NULL,
+    usage              TEXT    NOT NULL,
+    checkpoint_version INTEGER NOT NULL DEFAULT 0,
+    restarts           INTEGER NOT NULL DEFAULT 0,
+    started_at         INTEGER NOT NULL,
+    finished_at        INTEGER,
+    envelope           TEXT
+  );
+  CREATE INDEX runs_by_task ON runs (task_id, id);
+  -- At most one unfinished run per task: a reclaim resumes it instead of starting another.
+  CREATE UNIQUE INDEX runs_active ON runs (task_id) WHERE finished_at IS NULL;
+
+  CREATE TABLE steps (
+    id              INTEGER PRIMARY KEY,
+    run_id          INTEGER NOT NULL REFERENCES runs (id),
+    seq             INTEGER NOT NULL,
+    kind            TEXT    NOT NULL,
+    status          TEXT    NOT NULL,
+    tool            TEXT,
+    args            TEXT,
+    result          TEXT,
+    error           TEXT,
+    duration_ms     INTEGER,
+    tokens          INTEGER NOT NULL DEFAULT 0,
+    idempotency_key TEXT,
+    started_at      INTEGER NOT NULL,
+    finished_at     INTEGER,
+    UNIQUE (run_id, seq)
+  );
+
+  CREATE TABLE controls (
+    task_id    INTEGER PRIMARY KEY REFERENCES tasks (id),
+    state      TEXT    NOT NULL,
+    reason     TEXT,
+    updated_at INTEGER NOT NULL
+  );
+
+  CREATE TABLE tool_breakers (
+    tool        TEXT PRIMARY KEY,
+    state       TEXT    NOT NULL,
+    failures    INTEGER NOT NULL,
+    opened_at   INTEGER,
+    probe_until INTEGER,
+    updated_at  INTEGER NOT NULL
+  );
+
+  CREATE TABLE workers (
+    id           TEXT PRIMARY KEY,
+    host         TEXT    NOT NULL,
+    pid          INTEGER NOT NULL,
+    agent        TEXT    NOT NULL,
+    threads      INTEGER NOT NULL,
+    started_at   INTEGER NOT NULL,
+    heartbeat_at INTEGER NOT NULL
+  );
+  CREATE INDEX tasks_by_worker ON tasks (worker_id) WHERE worker_id IS NOT NULL;
+
+  CREATE TABLE schedules (
+    id           INTEGER PRIMARY KEY,
+    cron         TEXT    NOT NULL,
+    title        TEXT    NOT NULL,
+    card         TEXT    NOT NULL,
+    queue        TEXT    NOT NULL,
+    catch_up     TEXT    NOT NULL,
+    overlap      INTEGER NOT NULL,
+    creator      TEXT    NOT NULL,
+    last_fire_at INTEGER NOT NULL,
+    last_task_id INTEGER,
+    created_at   INTEGER NOT NULL
+  );
+  `,
 ];
 
 export function migrate(db: Database): void {

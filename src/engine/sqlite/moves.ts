@@ -81,3 +81,20 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
   };
   return apply;
 }
+
+/**
+ * Takes a task away from a claim that is gone (lease ran out, daemon died): back to
+ * pending, or failed when its last attempt was spent. Returns where it went.
+ */
+export function reclaim(apply: ApplyMove, row: TaskRow, reason: string, now: number, events: TaskEvent[]): 'pending' | 'failed' {
+  const exhausted = row.attempts >= row.max_attempts;
+  const to = exhausted ? 'failed' : 'pending';
+  apply(row, {
+    to,
+    actor: 'sweeper',
+    type: 'task.stale_reclaimed',
+    reason: exhausted ? `${reason} on attempt ${row.attempts} of ${row.max_attempts}` : reason,
+    data: { attempt: row.attempts, previous_assignee: row.assignee },
+  }, now, events);
+  return to;
+}

@@ -3,7 +3,7 @@ import { EngineError } from '../errors.js';
 import { checkMove, isAssignee, isFenced } from '../states.js';
 import type { SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Db } from './connection.js';
-import type { ApplyMove } from './moves.js';
+import { type ApplyMove, reclaim } from './moves.js';
 import { type TaskRow, toTask } from './rows.js';
 
 export type Transition = (input: TransitionInput, now: number, events: TaskEvent[]) => Task;
@@ -53,15 +53,8 @@ export function prepareSweep(db: Db, apply: ApplyMove): Sweep {
     // graceMs ago that no heartbeat has renewed since (a heartbeat clears the mark).
     const result: SweepResult = { marked: mark.run({ now }).changes, requeued: [], failed: [] };
     for (const row of expired.all({ now, grace: graceMs })) {
-      const exhausted = row.attempts >= row.max_attempts;
-      apply(row, {
-        to: exhausted ? 'failed' : 'pending',
-        actor: 'sweeper',
-        type: 'task.stale_reclaimed',
-        reason: exhausted ? `lease expired on attempt ${row.attempts} of ${row.max_attempts}` : 'lease expired',
-        data: { attempt: row.attempts, previous_assignee: row.assignee },
-      }, now, events);
-      (exhausted ? result.failed : result.requeued).push(row.id);
+      const to = reclaim(apply, row, 'lease expired', now, events);
+      (to === 'failed' ? result.failed : result.requeued).push(row.id);
     }
     return result;
   };

@@ -1,0 +1,95 @@
+/**
+ * The port for everything the task loop and the daemon persist besides tasks: runs and
+ * steps, stop/pause controls, tool breakers shared by every worker, daemon heartbeats.
+ * Like TaskStore, each write is one transaction with its events, and the loop's writes
+ * are fenced by the claim token: a worker that lost its claim gets STALE_CLAIM.
+ */
+import type {
+  BeginStepInput,
+  Budget,
+  ControlState,
+  Fence,
+  FinishRunInput,
+  FinishStepInput,
+  OpenRunResult,
+  Run,
+  Step,
+} from './runs.js';
+import type { Actor, Task } from './types.js';
+
+export type BreakerState = 'closed' | 'open' | 'half_open';
+
+export interface BreakerVerdict {
+  allowed: boolean;
+  state: BreakerState;
+  /** True when this call is the single half-open probe granted after the cooldown. */
+  probe: boolean;
+}
+
+export interface BreakerPolicy {
+  /** Consecutive failures that open the breaker. @defaultValue 3 */
+  threshold: number;
+  /** Time an open breaker waits before granting one probe. @defaultValue 300000 (5 min) */
+  cooldownMs: number;
+  /** A probe not reported within this time is presumed lost; another is granted. @defaultValue 60000 */
+  probeTimeoutMs: number;
+}
+
+export interface BreakerRow {
+  tool: string;
+  state: BreakerState;
+  failures: number;
+  openedAt: number | null;
+}
+
+export interface DaemonRow {
+  id: string;
+  host: string;
+  pid: number;
+  agent: string;
+  threads: number;
+  startedAt: number;
+  heartbeatAt: number;
+}
+
+export interface ControlRequest {
+  /** Task ids, or every task with a live or parked run. */
+  target: number[] | 'all';
+  state: ControlState;
+  actor: Actor;
+  reason?: string;
+}
+
+export interface RunStore {
+  /** Starts the task's run, or resumes its unfinished one (budgets and usage carried over). */
+  openRun(fence: Fence, budget: Budget): Promise<OpenRunResult>;
+  beginStep(fence: Fence, input: BeginStepInput): Promise<Step>;
+  finishStep(fence: Fence, input: FinishStepInput): Promise<Step>;
+  /** Records a pause or resume of a live run (events run.paused / run.resumed). */
+  setPaused(fence: Fence, runId: number, paused: boolean, reason: string): Promise<void>;
+  /** Ends the run with its envelope and moves the task, all in one transaction. */
+  finishRun(fence: Fence, input: FinishRunInput): Promise<{ run: Run; task: Task }>;
+  /** Gives the task back (shutdown): it returns to pending, the run stays open to be resumed. */
+  releaseRun(fence: Fence, runId: number, reason: string): Promise<void>;
+
+  getControl(taskId: number): Promise<ControlState>;
+  /** Stop, pause or resume from any process; returns the task ids affected. */
+  setControl(request: ControlRequest): Promise<number[]>;
+
+  getRun(runId: number): Promise<Run & { steps: Step[] }>;
+  runsOf(taskId: number): Promise<Run[]>;
+
+  breakerAcquire(tool: string, policy: BreakerPolicy): Promise<BreakerVerdict>;
+  breakerRecord(tool: string, ok: boolean, policy: BreakerPolicy, taskId?: number): Promise<BreakerState>;
+  breakers(): Promise<BreakerRow[]>;
+
+  registerDaemon(row: Omit<DaemonRow, 'startedAt' | 'heartbeatAt'>): Promise<void>;
+  /** One write per daemon: its heartbeat, and the leases of the tasks its busy slots hold. */
+  heartbeatDaemon(id: string, busySlots: string[]): Promise<void>;
+  unregisterDaemon(id: string): Promise<void>;
+  /** Reclaims the tasks of daemons on this host whose process is gone; returns the task ids. */
+  reclaimDeadDaemons(host: string, selfId: string, isAlive: (pid: number) => boolean): Promise<number[]>;
+  /** Lets the leases held by one worker slot run out now, so the sweep returns its task. */
+  expireSlot(slotId: string): Promise<void>;
+  daemons(): Promise<DaemonRow[]>;
+}

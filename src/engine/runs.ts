@@ -1,0 +1,166 @@
+/**
+ * Runs and steps: the persisted record of the task loop. A run is one logical attempt at
+ * a task; it survives pauses, approval waits and crash reclaims (the next claimer resumes
+ * it after its last finished step) and ends with exactly one result envelope. Every write
+ * here is fenced by the task's current claim token.
+ */
+import type { TaskState } from './types.js';
+
+export const RUN_PHASES = [
+  'running',
+  'paused',
+  'completed',
+  'failed',
+  'waiting_input',
+  'waiting_approval',
+  'blocked',
+  'budget_exhausted',
+  'cancelled',
+  'rejected',
+  'degraded',
+] as const;
+export type RunPhase = (typeof RUN_PHASES)[number];
+export type FinalPhase = Exclude<RunPhase, 'running' | 'paused'>;
+
+export type StepKind = 'observe' | 'decide' | 'action';
+/** `unknown`: a write that started but whose outcome was lost in a crash. */
+export type StepStatus = 'started' | 'ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned';
+
+/** Limits stored on the run when it starts; never reset by a resume. Null means unbounded. */
+export interface Budget {
+  maxSteps: number;
+  maxFailures: number;
+  maxWriteCalls: number | null;
+  maxPending: number | null;
+  /** Absolute wall-clock deadline (epoch ms). */
+  deadlineAt: number | null;
+  maxTokens: number | null;
+  maxCost: number | null;
+}
+
+/** What the run has spent so far; carried across pause, crash and resume. */
+export interface Usage {
+  steps: number;
+  writeCalls: number;
+  pending: number;
+  tokens: number;
+  cost: number;
+  consecutiveFailures: number;
+}
+
+export interface Run {
+  id: number;
+  taskId: number;
+  phase: RunPhase;
+  stopReason: string | null;
+  budget: Budget;
+  usage: Usage;
+  /** Seq of the last finished step: where a resume continues. */
+  checkpointVersion: number;
+  restarts: number;
+  startedAt: number;
+  finishedAt: number | null;
+  envelope: Envelope | null;
+}
+
+export interface Step {
+  id: number;
+  runId: number;
+  seq: number;
+  kind: StepKind;
+  status: StepStatus;
+  tool: string | null;
+  args: unknown;
+  result: unknown;
+  error: string | null;
+  durationMs: number | null;
+  tokens: number;
+  idempotencyKey: string | null;
+  startedAt: number;
+  finishedAt: number | null;
+}
+
+export interface RejectedCall {
+  tool: string;
+  args: unknown;
+  reason: string;
+  seq: number;
+}
+
+export interface SideEffect {
+  tool: string;
+  args: unknown;
+  seq: number;
+  status: 'done' | 'unknown';
+}
+
+/** The result envelope (DESIGN §5, seed 004), snake_case as users read it. */
+export interface Envelope {
+  run_id: number;
+  task_id: number;
+  phase: FinalPhase;
+  stop_reason: string;
+  goal_progress: { completed: string[]; pending: string[] };
+  side_effects: SideEffect[];
+  evidence: string[];
+  acceptance: unknown;
+  trace: { used_tools: string[]; rejected_calls: RejectedCall[]; pending_ids: string[]; step_count: number };
+  safe_resume: { condition: string; checkpoint_version: number };
+  message?: string;
+  progress?: unknown;
+}
+
+export interface Fence {
+  taskId: number;
+  claimToken: string;
+  agent: string;
+}
+
+export interface OpenRunResult {
+  run: Run;
+  /** Every step of the run so far, in order. */
+  steps: Step[];
+  resumed: boolean;
+}
+
+export interface BeginStepInput {
+  runId: number;
+  kind: StepKind;
+  tool?: string;
+  args?: unknown;
+  idempotencyKey?: string;
+}
+
+export interface FinishStepInput {
+  stepId: number;
+  status: Exclude<StepStatus, 'started'>;
+  result?: unknown;
+  error?: string;
+  durationMs: number;
+  tokens?: number;
+  /** The run's usage after this step. */
+  usage: Usage;
+  /** Extra fields for the run.step_finished event (e.g. the progress vector). */
+  eventData?: Record<string, unknown>;
+}
+
+/** How the task moves when a run ends; each move gets its own event. */
+export interface TaskMove {
+  to: TaskState;
+  /** `assignee` moves as the claiming agent (fenced); `system` as the named component. */
+  by: 'assignee' | 'system';
+  systemActor?: string;
+  reason?: string;
+}
+
+export interface FinishRunInput {
+  runId: number;
+  phase: FinalPhase;
+  stopReason: string;
+  envelope: Envelope;
+  usage: Usage;
+  moves: TaskMove[];
+  result?: unknown;
+}
+
+export type ControlState = 'running' | 'paused' | 'stopped';

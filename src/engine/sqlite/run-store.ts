@@ -1,0 +1,42 @@
+/** The SQLite adapter of the RunStore port, sharing the task store's connection and thread. */
+import type { RunStore } from '../run-store.js';
+import { prepareBreakers } from './breakers.js';
+import { prepareControls } from './controls.js';
+import { prepareDaemons } from './daemons.js';
+import { prepareMoves } from './moves.js';
+import { createEventWriter } from './rows.js';
+import { prepareRunWrites } from './runs.js';
+import type { SqliteTaskStore } from './task-store.js';
+
+export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
+  const { db, write } = store;
+  const writer = createEventWriter(db);
+  const apply = prepareMoves(db, writer);
+  const runs = prepareRunWrites(db, writer, apply);
+  const controls = prepareControls(db, writer, apply);
+  const breakers = prepareBreakers(db, writer);
+  const daemons = prepareDaemons(db, apply);
+  const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
+
+  return {
+    openRun: (f, budget) => value(write('open run', (ev, now) => runs.openRun(f, budget, now, ev))),
+    beginStep: (f, input) => value(write('begin step', (ev, now) => runs.beginStep(f, input, now, ev))),
+    finishStep: (f, input) => value(write('finish step', (ev, now) => runs.finishStep(f, input, now, ev))),
+    setPaused: (f, runId, paused, reason) => value(write('pause run', (ev, now) => runs.setPaused(f, runId, paused, reason, now, ev))),
+    finishRun: (f, input) => value(write('finish run', (ev, now) => runs.finishRun(f, input, now, ev))),
+    releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
+    getControl: async (taskId) => controls.get(taskId),
+    setControl: (request) => value(write('control', (ev, now) => controls.set(request, now, ev))),
+    getRun: async (runId) => runs.getRun(runId),
+    runsOf: async (taskId) => runs.runsOf(taskId),
+    breakerAcquire: (tool, policy) => value(write('breaker', (ev, now) => breakers.acquire(tool, policy, now, ev))),
+    breakerRecord: (tool, ok, policy, taskId) => value(write('breaker', (ev, now) => breakers.record(tool, ok, policy, taskId ?? null, now, ev))),
+    breakers: async () => breakers.list(),
+    registerDaemon: (row) => value(write('register daemon', (_ev, now) => daemons.register(row, now))),
+    heartbeatDaemon: (id, slots) => value(write('daemon heartbeat', (_ev, now) => daemons.heartbeat(id, slots, now))),
+    unregisterDaemon: (id) => value(write('unregister daemon', () => daemons.unregister(id))),
+    reclaimDeadDaemons: (host, selfId, isAlive) => value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev))),
+    expireSlot: (slotId) => value(write('expire slot', (_ev, now) => daemons.expireSlot(slotId, now))),
+    daemons: async () => daemons.list(),
+  };
+}

@@ -1,0 +1,239 @@
+/** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
+import { EngineError } from '../errors.js';
+import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, Run, Step, Usage } from '../runs.js';
+import { checkMove, isFenced } from '../states.js';
+import type { Actor, Task, TaskEvent } from '../types.js';
+import type { Db } from './connection.js';
+import type { ApplyMove } from './moves.js';
+import { type TaskRow, toTask } from './rows.js';
+import type { EventWriter } from './rows.js';
+
+interface RunRow {
+  id: number;
+  task_id: number;
+  phase: Run['phase'];
+  stop_reason: string | null;
+  budget: string;
+  usage: string;
+  checkpoint_version: number;
+  restarts: number;
+  started_at: number;
+  finished_at: number | null;
+  envelope: string | null;
+}
+
+interface StepRow {
+  id: number;
+  run_id: number;
+  seq: number;
+  kind: Step['kind'];
+  status: Step['status'];
+  tool: string | null;
+  args: string | null;
+  result: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  tokens: number;
+  idempotency_key: string | null;
+  started_at: number;
+  finished_at: number | null;
+}
+
+const json = (text: string | null): unknown => (text === null ? null : JSON.parse(text));
+
+export function toRun(row: RunRow): Run {
+  return {
+    id: row.id,
+    taskId: row.task_id,
+    phase: row.phase,
+    stopReason: row.stop_reason,
+    budget: JSON.parse(row.budget) as Budget,
+    usage: JSON.parse(row.usage) as Usage,
+    checkpointVersion: row.checkpoint_version,
+    restarts: row.restarts,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+    envelope: json(row.envelope) as Run['envelope'],
+  };
+}
+
+export function toStep(row: StepRow): Step {
+  return {
+    id: row.id,
+    runId: row.run_id,
+    seq: row.seq,
+    kind: row.kind,
+    status: row.status,
+    tool: row.tool,
+    args: json(row.args),
+    result: json(row.result),
+    error: row.error,
+    durationMs: row.duration_ms,
+    tokens: row.tokens,
+    idempotencyKey: row.idempotency_key,
+    startedAt: row.started_at,
+    finishedAt: row.finished_at,
+  };
+}
+
+export const ZERO_USAGE: Usage = { steps: 0, writeCalls: 0, pending: 0, tokens: 0, cost: 0, consecutiveFailures: 0 };
+
+export interface RunWrites {
+  fence(f: Fence): TaskRow;
+  openRun(f: Fence, budget: Budget, now: number, events: TaskEvent[]): OpenRunResult;
+  beginStep(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[]): Step;
+  finishStep(f: Fence, input: FinishStepInput, now: number, events: TaskEvent[]): Step;
+  setPaused(f: Fence, runId: number, paused: boolean, reason: string, now: number, events: TaskEvent[]): void;
+  finishRun(f: Fence, input: FinishRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
+  releaseRun(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): void;
+  getRun(runId: number): Run & { steps: Step[] };
+  runsOf(taskId: number): Run[];
+}
+
+export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove): RunWrites {
+  const taskRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
+  const activeRun = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? AND finished_at IS NULL');
+  const runById = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE id = ?');
+  const runsOfTask = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? ORDER BY id');
+  const insertRun = db.prepare<Record<string, unknown>, RunRow>(
+    `INSERT INTO runs (task_id, phase, budget, usage, started_at) VALUES (@task_id, 'running', @budget, @usage, @now) RETURNING *`,
+  );
+  const setPhase = db.prepare('UPDATE runs SET phase = ? WHERE id = ?');
+  const stepsOf = db.prepare<[number], StepRow>('SELECT * FROM steps WHERE run_id = ? ORDER BY seq');
+  const nextSeq = db.prepare<[number], { seq: number }>('SELECT COALESCE(MAX(seq), 0) + 1 AS seq FROM steps WHERE run_id = ?');
+  const insertStep = db.prepare<Record<string, unknown>, StepRow>(
+    `INSERT INTO steps (run_id, seq, kind, status, tool, args, idempotency_key, started_at)
+     VALUES (@run_id, @seq, @kind, 'started', @tool, @args, @key, @now) RETURNING *`,
+  );
+  const updateStep = db.prepare<Record<string, unknown>, StepRow>(
+    `UPDATE steps SET status = @status, result = @result, error = @error, duration_ms = @duration, tokens = @tokens,
+       finished_at = @now WHERE id = @id RETURNING *`,
+  );
+  const updateUsage = db.prepare('UPDATE runs SET usage = ?, checkpoint_version = MAX(checkpoint_version, ?) WHERE id = ?');
+  const endRun = db.prepare<Record<string, unknown>, RunRow>(
+    `UPDATE runs SET phase = @phase, stop_reason = @stop_reason, envelope = @envelope, usage = @usage, finished_at = @now
+     WHERE id = @id AND finished_at IS NULL RETURNING *`,
+  );
+  const clearControl = db.prepare('DELETE FROM controls WHERE task_id = ?');
+
+  function fence(f: Fence): TaskRow {
+    const row = taskRow.get(f.taskId);
+    if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${f.taskId} does not exist`, { task_id: f.taskId });
+    if (row.claim_token !== f.claimToken || !isFenced(row.state)) {
+      throw new EngineError('STALE_CLAIM', `task ${f.taskId}: the claim of ${f.agent} is no longer current (task is ${row.state})`, {
+        task_id: f.taskId,
+      });
+    }
+    return row;
+  }
+
+  function runOf(f: Fence, runId: number): RunRow {
+    const run = runById.get(runId);
+    if (run === undefined || run.task_id !== f.taskId || run.finished_at !== null) {
+      throw new EngineError('INVALID_TRANSITION', `run ${runId} is not an open run of task ${f.taskId}`, { run_id: runId });
+    }
+    return run;
+  }
+
+  return {
+    fence,
+    openRun(f, budget, now, events) {
+      fence(f);
+      const existing = activeRun.get(f.taskId);
+      if (existing !== undefined) {
+        setPhase.run('running', existing.id);
+        events.push(writer.append(f.taskId, 'run.resumed', f.agent, { run_id: existing.id, reason: 'claimed again' }, now));
+        return { run: { ...toRun(existing), phase: 'running' }, steps: stepsOf.all(existing.id).map(toStep), resumed: true };
+      }
+      const row = insertRun.get({ task_id: f.taskId, budget: JSON.stringify(budget), usage: JSON.stringify(ZERO_USAGE), now })!;
+      events.push(writer.append(f.taskId, 'run.started', f.agent, { run_id: row.id, budget }, now));
+      return { run: toRun(row), steps: [], resumed: false };
+    },
+    beginStep(f, input, now, events) {
+      fence(f);
+      runOf(f, input.runId);
+      const seq = nextSeq.get(input.runId)!.seq;
+      const row = insertStep.get({
+        run_id: input.runId,
+        seq,
+        kind: input.kind,
+        tool: input.tool ?? null,
+        args: input.args === undefined ? null : JSON.stringify(input.args),
+        key: input.idempotencyKey ?? null,
+        now,
+      })!;
+      events.push(writer.append(f.taskId, 'run.step_started', f.agent, { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null }, now));
+      return toStep(row);
+    },
+    finishStep(f, input, now, events) {
+      fence(f);
+      const row = updateStep.get({
+        id: input.stepId,
+        status: input.status,
+        result: input.result === undefined ? null : JSON.stringify(input.result),
+        error: input.error ?? null,
+        duration: Math.round(input.durationMs),
+        tokens: input.tokens ?? 0,
+        now,
+      });
+      if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
+      updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+      events.push(
+        writer.append(f.taskId, 'run.step_finished', f.agent, {
+          run_id: row.run_id,
+          seq: row.seq,
+          kind: row.kind,
+          tool: row.tool,
+          status: input.status,
+          duration_ms: row.duration_ms,
+          ...(input.error === undefined ? {} : { error: input.error }),
+          ...input.eventData,
+        }, now),
+      );
+      return toStep(row);
+    },
+    setPaused(f, runId, paused, reason, now, events) {
+      fence(f);
+      runOf(f, runId);
+      setPhase.run(paused ? 'paused' : 'running', runId);
+      events.push(writer.append(f.taskId, paused ? 'run.paused' : 'run.resumed', f.agent, { run_id: runId, reason }, now));
+    },
+    finishRun(f, input, now, events) {
+      let task = fence(f);
+      runOf(f, input.runId);
+      const run = endRun.get({
+        id: input.runId,
+        phase: input.phase,
+        stop_reason: input.stopReason,
+        envelope: JSON.stringify(input.envelope),
+        usage: JSON.stringify(input.usage),
+        now,
+      })!;
+      events.push(writer.append(f.taskId, 'run.finished', f.agent, { run_id: run.id, phase: input.phase, stop_reason: input.stopReason }, now));
+      input.moves.forEach((move, i) => {
+        const actor: Actor = move.by === 'assignee' ? { id: f.agent, role: 'agent' } : { id: move.systemActor ?? 'loop', role: 'system' };
+        const verdict = checkMove(task, move.to, actor);
+        if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: f.taskId });
+        const last = i === input.moves.length - 1;
+        task = apply(task, { to: move.to, actor: actor.id, reason: move.reason, result: last ? input.result : undefined }, now, events);
+      });
+      clearControl.run(f.taskId);
+      return { run: toRun(run), task: toTask(task) };
+    },
+    releaseRun(f, runId, reason, now, events) {
+      const task = fence(f);
+      runOf(f, runId);
+      setPhase.run('paused', runId);
+      events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: runId, reason }, now));
+      apply(task, { to: 'pending', actor: 'daemon', reason }, now, events);
+    },
+    getRun(runId) {
+      const row = runById.get(runId);
+      if (row === undefined) throw new EngineError('VALIDATION_FAILED', `run ${runId} does not exist`, { run_id: runId });
+      return { ...toRun(row), steps: stepsOf.all(runId).map(toStep) };
+    },
+    runsOf(taskId) {
+      return runsOfTask.all(taskId).map(toRun);
+    },
+  };
+}

@@ -1,0 +1,118 @@
+/**
+ * The tool registry (DESIGN §6). A tool is a named, schema-checked operation: its zod
+ * schema validates arguments before anything runs and is exported once, at registration,
+ * as JSON Schema for OpenAI function calling and MCP.
+ */
+import { z } from 'zod';
+import { EngineError } from '../engine/index.js';
+
+export type ToolKind = 'read' | 'write';
+export type ToolRisk = 'low' | 'high';
+
+/** What a tool gets besides its arguments. */
+export interface ToolContext {
+  /** Aborted on stop, on the tool's timeout and on shutdown; tools must honour it. */
+  signal: AbortSignal;
+  taskId: number;
+  runId: number;
+  /** The acting agent, bound by the runtime (never a model-filled field). */
+  agent: string;
+  /** Stable across a crash retry of the same step: use it to make writes idempotent. */
+  idempotencyKey: string;
+  /** Services the runtime offers to tools (e.g. the task manager, the database handle). */
+  services: ToolServices;
+}
+
+/** Filled by the runtime that hosts the tools; each tool set documents what it needs. */
+export interface ToolServices {
+  [name: string]: unknown;
+}
+
+export interface ToolSpec<A extends Record<string, unknown>> {
+  name: string;
+  description: string;
+  args: z.ZodType<A>;
+  kind: ToolKind;
+  /** @defaultValue 'low'. High-risk calls need an approval. */
+  risk?: ToolRisk;
+  /** @defaultValue 30000 */
+  timeoutMs?: number;
+  /** @defaultValue 65536 */
+  maxOutputBytes?: number;
+  /** A retried call with the same idempotency key has no further effect. @defaultValue false */
+  idempotent?: boolean;
+  /** For write tools: which argument names the target, and which card scope key must list it. */
+  target?: { arg: string; scope: string };
+  execute(args: A, ctx: ToolContext): Promise<unknown>;
+}
+
+export interface Tool {
+  readonly name: string;
+  readonly description: string;
+  readonly kind: ToolKind;
+  readonly risk: ToolRisk;
+  readonly timeoutMs: number;
+  readonly maxOutputBytes: number;
+  readonly idempotent: boolean;
+  readonly target: { arg: string; scope: string } | null;
+  /** JSON Schema of the arguments, computed once. */
+  readonly parameters: Record<string, unknown>;
+  /** Validates raw arguments; throws VALIDATION_FAILED naming the tool and field. */
+  parse(args: unknown): Record<string, unknown>;
+  execute(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
+}
+
+const NAME = /^[a-z][a-z0-9_]{0,63}$/;
+
+export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>): Tool {
+  if (!NAME.test(spec.name)) throw new Error(`tool name '${spec.name}' must match ${NAME}`);
+  if (spec.kind !== 'read' && spec.kind !== 'write') throw new Error(`tool ${spec.name}: kind must be read or write`);
+  const parameters = z.toJSONSchema(spec.args, { io: 'input' }) as Record<string, unknown>;
+  delete parameters.$schema;
+  return Object.freeze({
+    name: spec.name,
+    description: spec.description,
+    kind: spec.kind,
+    risk: spec.risk ?? 'low',
+    timeoutMs: spec.timeoutMs ?? 30_000,
+    maxOutputBytes: spec.maxOutputBytes ?? 65_536,
+    idempotent: spec.idempotent ?? false,
+    target: spec.target ?? null,
+    parameters,
+    parse(args: unknown) {
+      const parsed = spec.args.safeParse(args ?? {});
+      if (parsed.success) return parsed.data;
+      const issue = parsed.error.issues[0]!;
+      const where = issue.path.length > 0 ? ` ${issue.path.join('.')}` : '';
+      throw new EngineError('VALIDATION_FAILED', `${spec.name}: argument${where}: ${issue.message}`);
+    },
+    execute: (args: Record<string, unknown>, ctx: ToolContext) => spec.execute(args as A, ctx),
+  });
+}
+
+export interface ToolRegistry {
+  register(...tools: Tool[]): void;
+  get(name: string): Tool | undefined;
+  list(): Tool[];
+}
+
+export function createToolRegistry(initial: Tool[] = []): ToolRegistry {
+  const tools = new Map<string, Tool>();
+  const registry: ToolRegistry = {
+    register(...more) {
+      for (const tool of more) {
+        if (tools.has(tool.name)) throw new Error(`tool ${tool.name} is registered twice`);
+        tools.set(tool.name, tool);
+      }
+    },
+    get: (name) => tools.get(name),
+    list: () => [...tools.values()],
+  };
+  registry.register(...initial);
+  return registry;
+}
+
+/** The OpenAI function-calling form of a tool. */
+export function toOpenAiFunction(tool: Tool): { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } } {
+  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
+}

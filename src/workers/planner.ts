@@ -1,0 +1,78 @@
+/**
+ * The planner interface: the loop's decide stage. A planner proposes; it never executes,
+ * never decides completion (acceptance does), and never sees more than the loop gives it.
+ */
+
+/** What one earlier step looked like, summarised for the planner. */
+export interface StepSummary {
+  seq: number;
+  kind: 'observe' | 'decide' | 'action';
+  status: string;
+  tool: string | null;
+  args: unknown;
+  /** A short text of the result (already capped by the loop). */
+  result: string | null;
+  error: string | null;
+}
+
+/** What the loop observed before this decision. */
+export interface Observation {
+  tool: string | null;
+  ok: boolean;
+  /** The observe tool's result (JSON), or null when the card has no observe tool. */
+  data: unknown;
+  error?: string;
+  /** A PNG screenshot (base64) when the observation carries one; sent as an image part. */
+  imagePng?: string;
+}
+
+export interface AllowedTool {
+  name: string;
+  description: string;
+  kind: 'read' | 'write';
+  /** JSON Schema of the arguments. */
+  parameters: Record<string, unknown>;
+}
+
+export interface DecideInput {
+  goal: string;
+  steps: StepSummary[];
+  observation: Observation;
+  allowedTools: AllowedTool[];
+  /** Refusals of the gate since the last decision, so the planner can change course. */
+  rejections: Array<{ tool: string; reason: string }>;
+  signal: AbortSignal;
+}
+
+export type Decision =
+  | { action: 'tool'; tool: string; args: Record<string, unknown>; reason: string }
+  | { action: 'done'; reason: string }
+  | { action: 'fail'; reason: string };
+
+export interface PlannerUsage {
+  promptTokens: number;
+  completionTokens: number;
+  /** In the currency unit of the configured price; 0 when no price is configured. */
+  cost: number;
+}
+
+export interface DecideResult {
+  decision: Decision;
+  usage?: PlannerUsage;
+}
+
+export interface Planner {
+  readonly name: string;
+  /** Rejects with a PlannerError for malformed output or a failed call (a counted failure). */
+  decide(input: DecideInput): Promise<DecideResult>;
+}
+
+/** A planner failure: counted toward consecutive failures; never crashes the loop. */
+export class PlannerError extends Error {
+  readonly kind: 'malformed' | 'call_failed' | 'timeout' | 'aborted' | 'exhausted';
+  constructor(kind: PlannerError['kind'], message: string) {
+    super(message);
+    this.name = 'PlannerError';
+    this.kind = kind;
+  }
+}
