@@ -16,3 +16,4 @@ export { toWireTask, toWireEvent, toWireStats, type WireTask, type WireEvent } f
 export * from './runs.js';
 export type * from './run-store.js';
 export { createSqliteRunStore } from './sqlite/run-store.js';
+export * from './cards.js';

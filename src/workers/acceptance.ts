@@ -1,0 +1,98 @@
+/**
+ * Acceptance (seed 003 stage 5): the only road to `completed`. The final state is
+ * collected with the card's read-only tools, never taken from the model's words; then the
+ * checks run over it and over the trace. Command checks run only on cards an operator
+ * created, never on cards that came through an agent's tool call.
+ */
+import { execFile } from 'node:child_process';
+import type { AcceptanceCheck, TaskCard } from '../engine/index.js';
+import { parseDuration } from '../engine/index.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import type { ExecOutcome } from './execute.js';
+
+export interface CheckResult {
+  id: string;
+  passed: boolean;
+  detail: string;
+}
+
+export interface AcceptanceReport {
+  /** passed: every check passed and no manual item; await_manual: checks passed, manual items remain. */
+  verdict: 'passed' | 'await_manual' | 'failed';
+  final_state: Record<string, unknown>;
+  checks: CheckResult[];
+  failed: string[];
+  manual: string[];
+  unreachable: string[];
+}
+
+export interface AcceptanceInput {
+  card: TaskCard;
+  tools: ToolRegistry;
+  usedTools: string[];
+  /** Whether command checks may run (the card was created by an operator). */
+  allowCommands: boolean;
+  /** Runs a read-only tool for the final state. */
+  read(tool: string, args: Record<string, unknown>): Promise<ExecOutcome>;
+  signal: AbortSignal;
+}
+
+/** Reads `a.b.c` from a nested object. */
+export function lookup(root: unknown, path: string): { found: boolean; value: unknown } {
+  let node: unknown = root;
+  for (const part of path.split('.')) {
+    if (node === null || typeof node !== 'object' || !(part in (node as object))) return { found: false, value: undefined };
+    node = (node as Record<string, unknown>)[part];
+  }
+  return { found: true, value: node };
+}
+
+const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+
+function runCommand(argv: string[], timeoutMs: number, signal: AbortSignal): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve) => {
+    execFile(argv[0]!, argv.slice(1), { timeout: timeoutMs, signal, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+      const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;
+      resolve({ code, output: `${stdout}${stderr}`.trim().slice(0, 500) });
+    });
+  });
+}
+
+async function evaluate(check: AcceptanceCheck, input: AcceptanceInput, finalState: Record<string, unknown>): Promise<CheckResult> {
+  if ('tools_subset' in check) {
+    const outside = input.usedTools.filter((t) => !input.card.allowed_tools.includes(t));
+    return { id: check.id, passed: outside.length === 0, detail: outside.length === 0 ? 'every tool used was allowed' : `used outside the allowlist: ${outside.join(', ')}` };
+  }
+  if ('command' in check) {
+    if (!input.allowCommands) return { id: check.id, passed: false, detail: 'command checks run only on cards an operator created' };
+    const { code, output } = await runCommand(check.command, check.timeout === undefined ? 30_000 : parseDuration(check.timeout), input.signal);
+    return { id: check.id, passed: code === 0, detail: `exit ${code ?? 'killed'}${output === '' ? '' : `: ${output}`}` };
+  }
+  const { found, value } = lookup(finalState, check.path);
+  if ('exists' in check) return { id: check.id, passed: found === check.exists, detail: `${check.path} ${found ? 'exists' : 'is missing'}` };
+  if (!found) return { id: check.id, passed: false, detail: `${check.path} is missing from the final state` };
+  if ('equals' in check) return { id: check.id, passed: same(value, check.equals), detail: `${check.path} = ${JSON.stringify(value)}` };
+  return { id: check.id, passed: check.in.some((v) => same(v, value)), detail: `${check.path} = ${JSON.stringify(value)}` };
+}
+
+export async function runAcceptance(input: AcceptanceInput): Promise<AcceptanceReport> {
+  const finalState: Record<string, unknown> = {};
+  const unreachable: string[] = [];
+  for (const [name, call] of Object.entries(input.card.final_state)) {
+    const tool = input.tools.get(call.tool);
+    if (tool === undefined || tool.kind !== 'read') {
+      unreachable.push(`${name}: ${call.tool} is not a registered read-only tool`);
+      continue;
+    }
+    const out = await input.read(call.tool, call.args);
+    if (out.ok) finalState[name] = out.result;
+    else unreachable.push(`${name}: ${out.error}`);
+  }
+  const checks: CheckResult[] = [];
+  for (const check of input.card.acceptance?.checks ?? []) checks.push(await evaluate(check, input, finalState));
+  const failed = checks.filter((c) => !c.passed).map((c) => c.id);
+  const manual = [...(input.card.acceptance?.manual ?? [])];
+  // An unreachable final state is never a pass: the verdict cannot be made.
+  const verdict = failed.length > 0 || unreachable.length > 0 ? 'failed' : manual.length > 0 ? 'await_manual' : 'passed';
+  return { verdict, final_state: finalState, checks, failed, manual, unreachable };
+}

@@ -1,0 +1,35 @@
+/**
+ * Layered budgets (seed 004): the limits are fixed on the run when it starts and the
+ * usage is carried across pause, approval waits, crashes and resume; neither ever resets.
+ */
+import { type Budget, type TaskCard, type Usage, parseDuration } from '../engine/index.js';
+
+export const DEFAULT_MAX_STEPS = 20;
+export const DEFAULT_MAX_FAILURES = 3;
+
+export function budgetFromCard(card: TaskCard, startedAt: number): Budget {
+  const b = card.budget;
+  return {
+    maxSteps: b.max_steps ?? DEFAULT_MAX_STEPS,
+    maxFailures: b.max_failures ?? DEFAULT_MAX_FAILURES,
+    maxWriteCalls: b.max_write_calls ?? null,
+    maxPending: b.max_pending ?? null,
+    deadlineAt: b.deadline === undefined ? null : startedAt + parseDuration(b.deadline),
+    maxTokens: b.max_tokens ?? null,
+    maxCost: b.max_cost ?? null,
+  };
+}
+
+/** The stop reason of the first exhausted limit, or null while the run may go on. */
+export function exhausted(budget: Budget, usage: Usage, now: number): string | null {
+  if (usage.steps >= budget.maxSteps) return 'max_steps';
+  if (budget.deadlineAt !== null && now >= budget.deadlineAt) return 'deadline';
+  if (budget.maxTokens !== null && usage.tokens >= budget.maxTokens) return 'max_tokens';
+  if (budget.maxCost !== null && usage.cost >= budget.maxCost) return 'max_cost';
+  return null;
+}
+
+/** Whether one more write call fits the budget. */
+export function writeAllowed(budget: Budget, usage: Usage): boolean {
+  return budget.maxWriteCalls === null || usage.writeCalls < budget.maxWriteCalls;
+}

@@ -1,0 +1,31 @@
+/** Card checks that need the tool registry, on top of engine/cards.ts's own. */
+import { type CardCheck, checkCard } from '../engine/index.js';
+import type { ToolRegistry } from '../tools/registry.js';
+
+export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck {
+  const base = checkCard(raw);
+  if (!base.ok) return base;
+  const { card } = base;
+  const problems: string[] = [];
+  for (const name of card.allowed_tools) {
+    const tool = tools.get(name);
+    if (tool === undefined) {
+      problems.push(`allowed_tools: ${name} is not a registered tool`);
+      continue;
+    }
+    if (tool.kind === 'write' && tool.target !== null && card.scope[tool.target.scope] === undefined) {
+      problems.push(`scope.${tool.target.scope}: required because ${name} writes (a write task needs its scope)`);
+    }
+  }
+  const read = (name: string, where: string) => {
+    const tool = tools.get(name);
+    if (tool === undefined) problems.push(`${where}: ${name} is not a registered tool`);
+    else if (tool.kind !== 'read') problems.push(`${where}: ${name} is a write tool; observing and final state use read-only tools`);
+  };
+  if (card.observe !== undefined) read(card.observe.tool, 'observe.tool');
+  for (const [key, call] of Object.entries(card.final_state)) read(call.tool, `final_state.${key}.tool`);
+  for (const name of card.approval?.tools ?? []) {
+    if (!card.allowed_tools.includes(name)) problems.push(`approval.tools: ${name} is not in allowed_tools`);
+  }
+  return problems.length === 0 ? base : { ok: false, problems };
+}

@@ -1,0 +1,36 @@
+/** Running one tool call: its own timeout, the run's AbortSignal, and the output cap. */
+import type { Tool, ToolContext } from '../tools/registry.js';
+
+export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { ok: false; error: string; durationMs: number; aborted: boolean };
+
+export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx: Omit<ToolContext, 'signal'>, runSignal: AbortSignal): Promise<ExecOutcome> {
+  const started = performance.now();
+  const timeout = AbortSignal.timeout(tool.timeoutMs);
+  const signal = AbortSignal.any([runSignal, timeout]);
+  const elapsed = () => performance.now() - started;
+  let onAbort: (() => void) | undefined;
+  // A tool that ignores its signal still loses the race: the loop moves on.
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    const result = await Promise.race([tool.execute(args, { ...ctx, signal }), aborted]);
+    const size = Buffer.byteLength(JSON.stringify(result ?? null), 'utf8');
+    if (size > tool.maxOutputBytes) {
+      return { ok: false, error: `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, durationMs: elapsed(), aborted: false };
+    }
+    return { ok: true, result: result ?? null, durationMs: elapsed() };
+  } catch (err) {
+    if (timeout.aborted && !runSignal.aborted) {
+      return { ok: false, error: `${tool.name}: timed out after ${tool.timeoutMs} ms`, durationMs: elapsed(), aborted: false };
+    }
+    if (runSignal.aborted) return { ok: false, error: `${tool.name}: aborted (${String(runSignal.reason)})`, durationMs: elapsed(), aborted: true };
+    const message = err instanceof Error ? err.message : String(err);
+    return { ok: false, error: `${tool.name}: ${message.split('\n')[0]}`, durationMs: elapsed(), aborted: false };
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    aborted.catch(() => undefined);
+  }
+}

@@ -1,0 +1,68 @@
+/**
+ * The gate every proposed tool call passes before it runs, in order (DESIGN §5):
+ * allowlist → argument schema → scope → write budget → breaker. (Hooks and approvals
+ * follow in the plugin layer.) It fails closed: a check that cannot be made denies.
+ */
+import { type Budget, type BreakerPolicy, type RunStore, type TaskCard, type Usage, isEngineError } from '../engine/index.js';
+import type { Tool, ToolRegistry } from '../tools/registry.js';
+import { writeAllowed } from './budget.js';
+
+export type GateVerdict =
+  | { ok: true; tool: Tool; args: Record<string, unknown>; probe: boolean }
+  /** `end` set: the refusal ends the run (a tripped breaker, a spent write budget). */
+  | { ok: false; reason: string; end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } };
+
+export interface GateInput {
+  card: TaskCard;
+  tools: ToolRegistry;
+  runs: RunStore;
+  breakerPolicy: BreakerPolicy;
+  budget: Budget;
+  usage: Usage;
+  toolName: string;
+  rawArgs: unknown;
+}
+
+export async function gate(input: GateInput): Promise<GateVerdict> {
+  const { card, toolName } = input;
+  if (!card.allowed_tools.includes(toolName)) {
+    return { ok: false, reason: `${toolName} is not in the card's allowed_tools (${card.allowed_tools.join(', ')})` };
+  }
+  const tool = input.tools.get(toolName);
+  if (tool === undefined) return { ok: false, reason: `${toolName} is not a registered tool` };
+  let args: Record<string, unknown>;
+  try {
+    args = tool.parse(input.rawArgs);
+  } catch (err) {
+    return { ok: false, reason: isEngineError(err) ? err.message : String(err) };
+  }
+  if (tool.kind === 'write') {
+    const scopeProblem = checkScope(tool, args, card);
+    if (scopeProblem !== null) return { ok: false, reason: scopeProblem };
+    if (!writeAllowed(input.budget, input.usage)) {
+      return { ok: false, reason: `the write budget of ${input.budget.maxWriteCalls} calls is spent`, end: { phase: 'budget_exhausted', stopReason: 'max_write_calls' } };
+    }
+  }
+  let verdict;
+  try {
+    verdict = await input.runs.breakerAcquire(toolName, input.breakerPolicy);
+  } catch (err) {
+    return { ok: false, reason: `the breaker of ${toolName} cannot be read (${String(err)}); denied`, end: { phase: 'failed', stopReason: 'breaker' } };
+  }
+  if (!verdict.allowed) {
+    return { ok: false, reason: `tool ${toolName} is tripped (breaker ${verdict.state}); the run ends`, end: { phase: 'failed', stopReason: 'breaker' } };
+  }
+  return { ok: true, tool, args, probe: verdict.probe };
+}
+
+/** A write tool's target must be listed under its scope key in the card. */
+export function checkScope(tool: Tool, args: Record<string, unknown>, card: TaskCard): string | null {
+  if (tool.target === null) return null;
+  const target = args[tool.target.arg];
+  const allowed = card.scope[tool.target.scope];
+  if (allowed === undefined) return `${tool.name} writes ${tool.target.arg}, but the card has no scope.${tool.target.scope}`;
+  if (typeof target !== 'string' || !allowed.includes(target)) {
+    return `${tool.name}: ${tool.target.arg} ${JSON.stringify(target)} is outside scope.${tool.target.scope} (${allowed.join(', ')})`;
+  }
+  return null;
+}

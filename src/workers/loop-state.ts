@@ -1,0 +1,80 @@
+/**
+ * The loop's working memory, and how it is rebuilt from the persisted steps when a run is
+ * resumed after a crash, a pause or a release, so a resumed run continues where it was.
+ */
+import type { Run, Step, TaskCard, Usage } from '../engine/index.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import { type DetectorState, createDetectors, observeRound } from './detectors.js';
+import { type Trace, emptyTrace } from './envelope.js';
+import type { StepSummary } from './planner.js';
+
+export interface LoopState {
+  usage: Usage;
+  trace: Trace;
+  detectors: DetectorState;
+  summaries: StepSummary[];
+  /** Decisions made so far (the scripted planner's position). */
+  decisions: number;
+  lastSeq: number;
+}
+
+const SUMMARY_CHARS = 300;
+
+export function summarize(value: unknown): string | null {
+  if (value === null || value === undefined) return null;
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return text.length > SUMMARY_CHARS ? `${text.slice(0, SUMMARY_CHARS)}…` : text;
+}
+
+export function summaryOf(step: Step): StepSummary {
+  return {
+    seq: step.seq,
+    kind: step.kind,
+    status: step.status,
+    tool: step.tool,
+    args: step.args,
+    result: summarize(step.result),
+    error: step.error,
+  };
+}
+
+export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: ToolRegistry): LoopState {
+  const state: LoopState = {
+    usage: { ...run.usage },
+    trace: emptyTrace(),
+    detectors: createDetectors(card.loop.repeat_limit, card.loop.idle_rounds),
+    summaries: [],
+    decisions: 0,
+    lastSeq: 0,
+  };
+  for (const step of steps) {
+    state.lastSeq = step.seq;
+    if (step.status === 'started') continue; // settled by the caller (see resumeUnfinished)
+    state.summaries.push(summaryOf(step));
+    if (step.kind === 'decide' && step.status === 'ok') state.decisions++;
+    if (step.kind !== 'action' || step.tool === null) continue;
+    recordAction(state, step, tools.get(step.tool)?.kind === 'write');
+  }
+  return state;
+}
+
+/** Folds one finished action step into the trace and the detectors; returns a detector that fired. */
+export function recordAction(state: LoopState, step: Step, write: boolean) {
+  const tool = step.tool!;
+  if (step.status === 'rejected') {
+    state.trace.rejectedCalls.push({ tool, args: step.args, reason: step.error ?? '', seq: step.seq });
+    return observeRound(state.detectors, null);
+  }
+  if (step.status === 'unknown') {
+    state.trace.sideEffects.push({ tool, args: step.args, seq: step.seq, status: 'unknown' });
+    return null;
+  }
+  if (step.status === 'abandoned') return null;
+  const ok = step.status === 'ok';
+  if (ok) {
+    state.trace.usedTools.push(tool);
+    if (write) state.trace.sideEffects.push({ tool, args: step.args, seq: step.seq, status: 'done' });
+    state.trace.evidence.push(`step ${step.seq}: ${tool}`);
+  }
+  return observeRound(state.detectors, { tool, args: step.args, ok, write, result: step.result });
+}

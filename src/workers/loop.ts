@@ -1,0 +1,329 @@
+/**
+ * The task loop (DESIGN §5, seeds 000/003/004): observe → decide → gate → execute, with
+ * step, failure, budget and no-progress guards, stop and pause from any process, and
+ * acceptance as the only road to `completed`. One generator run drives one run of one
+ * claimed task; every step is a persisted, fenced checkpoint.
+ */
+import { randomUUID } from 'node:crypto';
+import {
+  type BreakerPolicy,
+  type ControlState,
+  type Envelope,
+  type Fence,
+  type FinalPhase,
+  type Run,
+  type RunStore,
+  type Step,
+  type Task,
+  type TaskCard,
+  type TaskMove,
+  isEngineError,
+} from '../engine/index.js';
+import type { ToolRegistry, ToolServices } from '../tools/registry.js';
+import { type AcceptanceReport, runAcceptance } from './acceptance.js';
+import { budgetFromCard, exhausted } from './budget.js';
+import { checkCardWithTools } from './card-check.js';
+import { buildEnvelope } from './envelope.js';
+import { type ExecOutcome, executeTool } from './execute.js';
+import { gate } from './gate.js';
+import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
+import { type Observation, type Planner, PlannerError } from './planner.js';
+
+export type TaskLoopEvent =
+  | { type: 'run_started'; run: Run }
+  | { type: 'run_resumed'; run: Run; reason: string }
+  | { type: 'step_started'; step: Step }
+  | { type: 'step_finished'; step: Step }
+  | { type: 'run_paused'; reason: string }
+  | { type: 'run_finished'; envelope: Envelope };
+
+export interface RunResult {
+  runId: number;
+  taskId: number;
+  /** `released`: the daemon gave the task back (shutdown); the run stays open to be resumed. */
+  phase: FinalPhase | 'released';
+  stopReason: string;
+  envelope: Envelope | null;
+}
+
+export interface LoopContext {
+  task: Task;
+  fence: Fence;
+  runs: RunStore;
+  tools: ToolRegistry;
+  /** Picks the planner for a card; `decisionsMade` lets a scripted planner resume in place. */
+  planner(card: TaskCard, decisionsMade: number): Planner;
+  services: ToolServices;
+  breakerPolicy: BreakerPolicy;
+  /** Change notifications from the database (any process); the loop re-reads its control. */
+  watch(onChange: () => void): () => void;
+  now(): number;
+  /** True once the host is shutting down: the run is released at the next step boundary. */
+  draining?(): boolean;
+  /** Whether command checks may run: the card came from an operator. @defaultValue false */
+  allowCommands?: boolean;
+}
+
+const PAUSE_RECHECK_MS = 1000;
+
+function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove[] {
+  switch (phase) {
+    case 'completed':
+    case 'degraded':
+      return [{ to: 'review', by: 'assignee' }, { to: 'completed', by: 'system', systemActor: 'acceptance' }];
+    case 'cancelled':
+      return [{ to: 'cancelled', by: 'system', systemActor: 'control', reason: 'user_stop' }];
+    case 'waiting_input':
+    case 'waiting_approval':
+      return [{ to: 'waiting', by: 'assignee' }];
+    default:
+      return acceptanceFailed
+        ? [{ to: 'review', by: 'assignee' }, { to: 'failed', by: 'system', systemActor: 'acceptance' }]
+        : [{ to: 'failed', by: 'assignee' }];
+  }
+}
+
+export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEvent, RunResult, undefined> {
+  const { runs, fence, tools } = ctx;
+  const checked = checkCardWithTools(ctx.task.card, tools);
+  const card = checked.ok ? checked.card : undefined;
+  const opened = await runs.openRun(fence, budgetFromCard(card ?? ({ budget: {} } as TaskCard), ctx.now()));
+  const run = opened.run;
+  yield opened.resumed ? { type: 'run_resumed', run, reason: 'claimed again' } : { type: 'run_started', run };
+
+  const state: LoopState = rebuildState(run, opened.steps, card ?? ({ loop: { repeat_limit: 3, idle_rounds: 6 } } as TaskCard), tools);
+  const finish = async (phase: FinalPhase, stopReason: string, extra: { message?: string; acceptance?: AcceptanceReport; moves?: TaskMove[] } = {}) => {
+    const envelope = buildEnvelope({
+      runId: run.id,
+      taskId: fence.taskId,
+      phase,
+      stopReason,
+      trace: state.trace,
+      stepCount: state.usage.steps,
+      checkpointVersion: state.lastSeq,
+      acceptance: extra.acceptance,
+      message: extra.message,
+    });
+    const moves = extra.moves ?? movesFor(phase, extra.acceptance?.verdict === 'failed');
+    await runs.finishRun(fence, { runId: run.id, phase, stopReason, envelope, usage: state.usage, moves, result: envelope });
+    return { event: { type: 'run_finished' as const, envelope }, result: { runId: run.id, taskId: fence.taskId, phase, stopReason, envelope } };
+  };
+
+  if (card === undefined) {
+    const fin = await finish('rejected', 'invalid_card', { message: `invalid card: ${checked.ok ? '' : checked.problems.join('; ')}` });
+    yield fin.event;
+    return fin.result;
+  }
+
+  // Stop from any process: a control change aborts the in-flight tool or planner call.
+  const abort = new AbortController();
+  let control: ControlState = await runs.getControl(fence.taskId);
+  const refreshControl = async () => {
+    control = await runs.getControl(fence.taskId);
+    if (control === 'stopped') abort.abort('user_stop');
+  };
+  // `control` changes under a watcher callback; read it through a call so checks are fresh.
+  const current = (): ControlState => control;
+  const unwatch = ctx.watch(() => void refreshControl().catch(() => undefined));
+  const planner = ctx.planner(card, state.decisions);
+  const allowedTools = card.allowed_tools.flatMap((name) => {
+    const tool = tools.get(name);
+    return tool === undefined ? [] : [{ name, description: tool.description, kind: tool.kind, parameters: tool.parameters }];
+  });
+  let rejections: Array<{ tool: string; reason: string }> = [];
+
+  const exec = (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> =>
+    executeTool(tools.get(toolName)!, args, { taskId: fence.taskId, runId: run.id, agent: fence.agent, idempotencyKey: key, services: ctx.services }, abort.signal);
+
+  async function* step(kind: Step['kind'], tool: string | null, args: unknown, key?: string): AsyncGenerator<TaskLoopEvent, Step, undefined> {
+    const started = await runs.beginStep(fence, { runId: run.id, kind, tool: tool ?? undefined, args, idempotencyKey: key });
+    state.lastSeq = started.seq;
+    yield { type: 'step_started', step: started };
+    return started;
+  }
+  async function* settle(started: Step, status: Step['status'] & ('ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned'), out: { result?: unknown; error?: string; durationMs: number; tokens?: number }): AsyncGenerator<TaskLoopEvent, Step, undefined> {
+    const finished = await runs.finishStep(fence, { stepId: started.id, status, result: out.result, error: out.error, durationMs: out.durationMs, tokens: out.tokens, usage: state.usage });
+    state.summaries.push(summaryOf(finished));
+    yield { type: 'step_finished', step: finished };
+    return finished;
+  }
+  const failure = () => {
+    state.usage.consecutiveFailures++;
+    return state.usage.consecutiveFailures >= run.budget.maxFailures;
+  };
+
+  try {
+    // A step that started but never finished was interrupted by a crash.
+    for (const unfinished of opened.steps.filter((s) => s.status === 'started')) {
+      const tool = unfinished.tool === null ? undefined : tools.get(unfinished.tool);
+      if (unfinished.kind !== 'action' || tool === undefined || tool.kind === 'read') {
+        yield* settle(unfinished, 'abandoned', { error: 'interrupted; not resumed', durationMs: 0 });
+      } else if (tool.idempotent) {
+        const out = await exec(tool.name, unfinished.args as Record<string, unknown>, unfinished.idempotencyKey ?? randomUUID());
+        const done = yield* settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+        recordAction(state, done, true);
+      } else {
+        const lost = yield* settle(unfinished, 'unknown', { error: 'the write started but its outcome was lost in a crash; reconcile it before resuming', durationMs: 0 });
+        recordAction(state, lost, true);
+        const fin = await finish('waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${tool.name}) may or may not have taken effect` });
+        yield fin.event;
+        return fin.result;
+      }
+    }
+
+    for (;;) {
+      if (abort.signal.aborted || current() === 'stopped') {
+        const fin = await finish('cancelled', 'user_stop');
+        yield fin.event;
+        return fin.result;
+      }
+      if (current() === 'paused') {
+        await runs.setPaused(fence, run.id, true, 'user_pause');
+        yield { type: 'run_paused', reason: 'user_pause' };
+        while (current() === 'paused' && ctx.draining?.() !== true) await changeOrTimeout(ctx, PAUSE_RECHECK_MS).then(refreshControl);
+        if (current() !== 'stopped' && ctx.draining?.() !== true) {
+          await runs.setPaused(fence, run.id, false, 'user_resume');
+          yield { type: 'run_resumed', run, reason: 'user_resume' };
+        }
+        continue;
+      }
+      if (ctx.draining?.() === true) {
+        await runs.releaseRun(fence, run.id, 'daemon shutting down');
+        return { runId: run.id, taskId: fence.taskId, phase: 'released', stopReason: 'shutdown', envelope: null };
+      }
+      const spent = exhausted(run.budget, state.usage, ctx.now());
+      if (spent !== null) {
+        const fin = await finish('budget_exhausted', spent);
+        yield fin.event;
+        return fin.result;
+      }
+
+      // observe
+      let observation: Observation = { tool: null, ok: true, data: null };
+      if (card.observe !== undefined) {
+        const { tool, args } = card.observe;
+        const started = yield* step('observe', tool, args);
+        const out = await exec(tool, args, randomUUID());
+        await runs.breakerRecord(tool, out.ok, ctx.breakerPolicy, fence.taskId);
+        if (out.ok) {
+          state.usage.consecutiveFailures = 0;
+          yield* settle(started, 'ok', { result: out.result, durationMs: out.durationMs });
+          observation = { tool, ok: true, data: out.result };
+        } else {
+          const spentFailures = failure();
+          yield* settle(started, 'failed', { error: out.error, durationMs: out.durationMs });
+          if (spentFailures) {
+            const fin = await finish('failed', 'max_failures', { message: out.error });
+            yield fin.event;
+            return fin.result;
+          }
+          continue;
+        }
+      }
+
+      // decide
+      const decideStep = yield* step('decide', null, null);
+      const t0 = performance.now();
+      let decided;
+      try {
+        decided = await planner.decide({ goal: card.goal, steps: state.summaries, observation, allowedTools, rejections, signal: abort.signal });
+      } catch (err) {
+        state.usage.steps++;
+        const message = err instanceof PlannerError || isEngineError(err) ? err.message : `planner: ${String(err)}`;
+        const spentFailures = failure();
+        yield* settle(decideStep, 'failed', { error: message, durationMs: performance.now() - t0 });
+        if (spentFailures) {
+          const fin = await finish('failed', 'max_failures', { message });
+          yield fin.event;
+          return fin.result;
+        }
+        continue;
+      }
+      const tokens = (decided.usage?.promptTokens ?? 0) + (decided.usage?.completionTokens ?? 0);
+      state.usage.steps++;
+      state.usage.tokens += tokens;
+      state.usage.cost += decided.usage?.cost ?? 0;
+      state.decisions++;
+      rejections = [];
+      const { decision } = decided;
+      yield* settle(decideStep, 'ok', { result: decision, durationMs: performance.now() - t0, tokens });
+
+      if (decision.action === 'fail') {
+        const fin = await finish('failed', 'planner_fail', { message: decision.reason });
+        yield fin.event;
+        return fin.result;
+      }
+      if (decision.action === 'done') {
+        const report = await runAcceptance({
+          card,
+          tools,
+          usedTools: state.trace.usedTools,
+          allowCommands: ctx.allowCommands === true,
+          read: (tool, args) => exec(tool, args, randomUUID()),
+          signal: abort.signal,
+        });
+        const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : 'failed';
+        const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : 'acceptance_failed';
+        const moves: TaskMove[] | undefined = report.verdict === 'await_manual' ? [{ to: 'review', by: 'assignee', reason: 'manual acceptance items' }] : undefined;
+        const fin = await finish(phase, stopReason, { acceptance: report, moves, message: report.verdict === 'failed' ? `acceptance failed: ${[...report.failed, ...report.unreachable].join('; ')}` : undefined });
+        yield fin.event;
+        return fin.result;
+      }
+
+      // gate → execute
+      const key = randomUUID();
+      const actionStep = yield* step('action', decision.tool, decision.args, key);
+      const verdict = await gate({ card, tools, runs, breakerPolicy: ctx.breakerPolicy, budget: run.budget, usage: state.usage, toolName: decision.tool, rawArgs: decision.args });
+      if (!verdict.ok) {
+        const refused = yield* settle(actionStep, 'rejected', { error: verdict.reason, durationMs: 0 });
+        rejections.push({ tool: decision.tool, reason: verdict.reason });
+        const detector = recordAction(state, refused, false);
+        const end = verdict.end ?? (detector !== null ? { phase: 'blocked' as const, stopReason: 'loop_detected' } : undefined);
+        if (end !== undefined) {
+          const fin = await finish(end.phase, end.stopReason, { message: verdict.end !== undefined ? verdict.reason : `no-progress detector ${detector} fired` });
+          yield fin.event;
+          return fin.result;
+        }
+        continue;
+      }
+      const write = verdict.tool.kind === 'write';
+      const out = await exec(verdict.tool.name, verdict.args, key);
+      if (write) state.usage.writeCalls++;
+      if (!out.ok && out.aborted) {
+        yield* settle(actionStep, 'failed', { error: out.error, durationMs: out.durationMs });
+        continue; // the stop is handled at the top of the loop
+      }
+      await runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
+      let spentFailures = false;
+      if (out.ok) state.usage.consecutiveFailures = 0;
+      else spentFailures = failure();
+      const done = yield* settle(actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+      const detector = recordAction(state, done, write);
+      if (spentFailures) {
+        const fin = await finish('failed', 'max_failures', { message: out.ok ? undefined : out.error });
+        yield fin.event;
+        return fin.result;
+      }
+      if (detector !== null) {
+        const fin = await finish('blocked', 'loop_detected', { message: `no-progress detector ${detector} fired` });
+        yield fin.event;
+        return fin.result;
+      }
+    }
+  } finally {
+    unwatch();
+    abort.abort('loop ended');
+  }
+}
+
+function changeOrTimeout(ctx: LoopContext, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    const unwatch = ctx.watch(done);
+    function done() {
+      clearTimeout(timer);
+      unwatch();
+      resolve();
+    }
+  });
+}

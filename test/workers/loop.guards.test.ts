@@ -1,0 +1,122 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { POLICY, card, harness, runCard } from './harness.js';
+
+describe('the task loop guard rails', () => {
+  it('a card-declared max_steps of 1 ends the run after one step: budget_exhausted / max_steps', async () => {
+    const h = harness();
+    const { result, events, claim } = await runCard(h, card({ budget: { max_steps: 1 }, script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'noop' }] }));
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'max_steps' });
+    expect(events.filter((e) => e.type === 'step_finished' && e.step.kind === 'action')).toHaveLength(1);
+    expect((await h.tm.getTask(claim.id)).state).toBe('failed');
+  });
+
+  it('the default step limit is 20', async () => {
+    const h = harness();
+    const script = Array.from({ length: 30 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `n${i}` } }));
+    const { result } = await runCard(h, card({ allowed_tools: ['echo'], budget: { max_write_calls: 5 }, script }));
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'max_steps' });
+    expect(result.envelope!.trace.step_count).toBe(20);
+  });
+
+  it('three consecutive observation failures end the run failed / max_failures', async () => {
+    const h = harness();
+    const { result } = await runCard(h, card({ allowed_tools: ['broken', 'noop'], observe: { tool: 'broken', args: {} }, script: [{ action: 'done' }] }));
+    expect(result).toMatchObject({ phase: 'failed', stopReason: 'max_failures' });
+  });
+
+  it('a failed tool call and a planner failure count together toward 3; a success resets the count', async () => {
+    const h = harness();
+    // broken fails, noop resets, broken fails twice more, then the script runs out (a planner failure).
+    // Distinct args keep the repeat detector out of it; a high threshold keeps the breaker out.
+    const { result, events } = await runCard(h, card({
+      allowed_tools: ['broken', 'noop'],
+      script: [
+        { action: 'tool', tool: 'broken', args: { n: 1 } },
+        { action: 'tool', tool: 'noop' },
+        { action: 'tool', tool: 'broken', args: { n: 2 } },
+        { action: 'tool', tool: 'broken', args: { n: 3 } },
+      ],
+    }), { breakerPolicy: { ...POLICY, threshold: 10 } });
+    expect(result).toMatchObject({ phase: 'failed', stopReason: 'max_failures' });
+    const failed = events.flatMap((e) => (e.type === 'step_finished' && e.step.status === 'failed' ? [e.step.kind] : []));
+    expect(failed).toEqual(['action', 'action', 'action', 'decide']);
+  });
+
+  it('a successful observation resets the count too: an observe tool that recovers keeps the run going', async () => {
+    const h = harness();
+    const { result } = await runCard(h, card({
+      allowed_tools: ['flaky', 'noop'],
+      observe: { tool: 'flaky', args: { label: `obs-${h.dir}`, fail_times: 2 } },
+      script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }],
+    }));
+    expect(result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+  });
+
+  it('the planner saying fail ends the run failed / planner_fail with its reason', async () => {
+    const h = harness();
+    const { result } = await runCard(h, card({ script: [{ action: 'fail', reason: 'cannot be done' }] }));
+    expect(result).toMatchObject({ phase: 'failed', stopReason: 'planner_fail' });
+    expect(result.envelope!.message).toBe('cannot be done');
+  });
+
+  it('an invalid card is rejected before anything runs, listing every problem', async () => {
+    const h = harness();
+    const { result, events, claim } = await runCard(h, { goal: '', allowed_tools: [], planner: 'scripted', script: [{ action: 'done' }] });
+    expect(result).toMatchObject({ phase: 'rejected', stopReason: 'invalid_card' });
+    expect(result.envelope!.message).toMatch(/goal: must not be empty.*allowed_tools.*acceptance.*budget/);
+    expect(events.filter((e) => e.type === 'step_started')).toEqual([]);
+    expect((await h.tm.getTask(claim.id)).state).toBe('failed');
+  });
+
+  it('refuses a call outside the allowlist, with bad arguments, or out of scope, and tells the planner why', async () => {
+    const h = harness();
+    const file = join(h.dir, 'kv.json');
+    const seen: string[][] = [];
+    const { result } = await runCard(h, card({
+      allowed_tools: ['kv_set', 'noop'],
+      scope: { keys: ['a'] },
+      script: [
+        { action: 'tool', tool: 'wait', args: { ms: 1 } },
+        { action: 'tool', tool: 'kv_set', args: { file, key: 'a' , value: 1, extra: { nested: true } } },
+        { action: 'tool', tool: 'kv_set', args: { file: 42, key: 'a' } },
+        { action: 'tool', tool: 'kv_set', args: { file, key: 'b', value: 1 } },
+        { action: 'done' },
+      ],
+    }), {
+      planner: (c, made) => {
+        let i = made;
+        return { name: 't', decide: async (input) => { seen.push(input.rejections.map((r) => r.reason)); const d = c.script![i++]!; return { decision: d.action === 'tool' ? { action: 'tool', tool: d.tool, args: d.args, reason: '' } : { action: d.action, reason: '' } }; } };
+      },
+    });
+    const rejected = result.envelope!.trace.rejected_calls.map((r) => r.reason);
+    expect(rejected).toHaveLength(3);
+    expect(rejected[0]).toMatch(/wait is not in the card's allowed_tools/);
+    expect(rejected[1]).toMatch(/kv_set: argument file/);
+    expect(rejected[2]).toMatch(/outside scope.keys/);
+    expect(seen[1]![0]).toBe(rejected[0]); // the next decision saw the refusal
+    expect(result.phase).toBe('completed');
+  });
+
+  it('a write past max_write_calls ends the run budget_exhausted / max_write_calls', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const { result } = await runCard(h, card({
+      allowed_tools: ['log_append'],
+      budget: { max_steps: 10, max_write_calls: 1 },
+      script: [{ action: 'tool', tool: 'log_append', args: { file, line: 'one' } }, { action: 'tool', tool: 'log_append', args: { file, line: 'two' } }],
+    }));
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'max_write_calls' });
+  });
+
+  it('enforces the per-tool timeout and output cap as failed steps', async () => {
+    const h = harness();
+    const { events } = await runCard(h, card({
+      allowed_tools: ['stubborn', 'big_output'],
+      script: [{ action: 'tool', tool: 'stubborn', args: { ms: 2000 } }, { action: 'tool', tool: 'big_output', args: { bytes: 5000 } }, { action: 'done' }],
+    }));
+    const errors = events.flatMap((e) => (e.type === 'step_finished' && e.step.kind === 'action' ? [e.step.error] : []));
+    expect(errors[0]).toMatch(/stubborn: timed out after 200 ms/);
+    expect(errors[1]).toMatch(/big_output: output of \d+ bytes exceeds the cap of 1024/);
+  });
+});
