@@ -19,6 +19,7 @@ export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck
   }
   const read = (name: string, where: string) => {
     const tool = tools.get(name);
+    if (!card.allowed_tools.includes(name)) problems.push(`${where}: ${name} must also be in allowed_tools`);
     if (tool === undefined) problems.push(`${where}: ${name} is not a registered tool`);
     else if (tool.kind !== 'read') problems.push(`${where}: ${name} is a write tool; observing and final state use read-only tools`);
   };

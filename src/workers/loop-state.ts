@@ -52,6 +52,7 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
     if (step.status === 'started') continue; // settled by the caller (see resumeUnfinished)
     state.summaries.push(summaryOf(step));
     if (step.kind === 'decide' && step.status === 'ok') state.decisions++;
+    if (step.kind === 'observe' && step.status === 'ok' && step.tool !== null) state.trace.usedTools.push(step.tool);
     if (step.kind !== 'action' || step.tool === null) continue;
     recordAction(state, step, tools.get(step.tool)?.kind === 'write');
   }

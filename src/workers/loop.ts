@@ -159,10 +159,12 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       if (unfinished.kind !== 'action' || tool === undefined || tool.kind === 'read') {
         yield* settle(unfinished, 'abandoned', { error: 'interrupted; not resumed', durationMs: 0 });
       } else if (tool.idempotent) {
+        state.usage.writeCalls++;
         const out = await exec(tool.name, unfinished.args as Record<string, unknown>, unfinished.idempotencyKey ?? randomUUID());
         const done = yield* settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
         recordAction(state, done, true);
       } else {
+        state.usage.writeCalls++;
         const lost = yield* settle(unfinished, 'unknown', { error: 'the write started but its outcome was lost in a crash; reconcile it before resuming', durationMs: 0 });
         recordAction(state, lost, true);
         const fin = await finish('waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${tool.name}) may or may not have taken effect` });
@@ -207,6 +209,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         await runs.breakerRecord(tool, out.ok, ctx.breakerPolicy, fence.taskId);
         if (out.ok) {
           state.usage.consecutiveFailures = 0;
+          state.trace.usedTools.push(tool);
           yield* settle(started, 'ok', { result: out.result, durationMs: out.durationMs });
           observation = { tool, ok: true, data: out.result };
         } else {

@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { createSqliteRunStore, createSqliteStore } from '../../src/engine/index.js';
+import { POLICY, card, harness, runCard } from './harness.js';
+import { fakeClock, tempDir } from '../helpers.js';
+import { onTestFinished } from 'vitest';
+
+describe('the tool circuit breaker', () => {
+  it('opens after 3 consecutive failures of a tool, shared across runs: the next run ends failed / breaker', async () => {
+    const h = harness();
+    const first = await runCard(h, card({ allowed_tools: ['broken'], script: [1, 2, 3].map((n) => ({ action: 'tool', tool: 'broken', args: { n } })) }));
+    expect(first.result).toMatchObject({ phase: 'failed', stopReason: 'max_failures' });
+    expect((await h.runs.breakers()).find((b) => b.tool === 'broken')).toMatchObject({ state: 'open', failures: 3 });
+
+    const other = h.other();
+    const second = await runCard({ ...h, runs: other.runs, tm: other.tm }, card({ allowed_tools: ['broken'], script: [{ action: 'tool', tool: 'broken', args: { n: 9 } }] }));
+    expect(second.result).toMatchObject({ phase: 'failed', stopReason: 'breaker' });
+    const rejected = second.result.envelope!.trace.rejected_calls;
+    expect(rejected[0]!.reason).toMatch(/tool broken is tripped \(breaker open\)/);
+    const types = (await h.tm.getTask(first.claim.id)).events.map((e) => e.type);
+    expect(types).toContain('breaker.opened');
+  });
+
+  it('half-opens after the cooldown with exactly one probe across all connections; success closes it', async () => {
+    const dir = tempDir();
+    const clock = fakeClock();
+    const stores = Array.from({ length: 4 }, () => createSqliteStore({ path: `${dir}/b.db`, now: clock.now }));
+    onTestFinished(() => Promise.all(stores.map((s) => s.close())).then(() => undefined));
+    const runStores = stores.map(createSqliteRunStore);
+    for (let i = 0; i < 3; i++) await runStores[0]!.breakerRecord('flaky_api', false, POLICY);
+    expect((await runStores[1]!.breakerAcquire('flaky_api', POLICY)).allowed).toBe(false);
+    clock.advance(POLICY.cooldownMs);
+    const verdicts = await Promise.all(runStores.map((r) => r.breakerAcquire('flaky_api', POLICY)));
+    expect(verdicts.filter((v) => v.allowed)).toEqual([{ allowed: true, state: 'half_open', probe: true }]);
+    // A probe that never reports back is presumed lost after its timeout: one more is granted.
+    clock.advance(POLICY.probeTimeoutMs + 1);
+    expect((await runStores[2]!.breakerAcquire('flaky_api', POLICY)).probe).toBe(true);
+    expect(await runStores[2]!.breakerRecord('flaky_api', true, POLICY)).toBe('closed');
+    expect((await runStores[3]!.breakerAcquire('flaky_api', POLICY))).toEqual({ allowed: true, state: 'closed', probe: false });
+  });
+
+  it('a failed probe re-opens the breaker for another cooldown', async () => {
+    const dir = tempDir();
+    const clock = fakeClock();
+    const store = createSqliteStore({ path: `${dir}/b.db`, now: clock.now });
+    onTestFinished(() => store.close());
+    const runs = createSqliteRunStore(store);
+    for (let i = 0; i < 3; i++) await runs.breakerRecord('t', false, POLICY);
+    clock.advance(POLICY.cooldownMs);
+    expect((await runs.breakerAcquire('t', POLICY)).probe).toBe(true);
+    expect(await runs.breakerRecord('t', false, POLICY)).toBe('open');
+    clock.advance(POLICY.cooldownMs - 1);
+    expect((await runs.breakerAcquire('t', POLICY)).allowed).toBe(false);
+  });
+});

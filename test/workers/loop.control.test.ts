@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { card, claimWith, drive, harness, loopContext } from './harness.js';
+
+describe('stop and pause from another process', () => {
+  it('a stop aborts the in-flight tool call and ends the run cancelled / user_stop', async () => {
+    const h = harness();
+    const other = h.other();
+    const claim = await claimWith(h, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }));
+    const { result, events } = await drive(loopContext(h, claim), async (e) => {
+      if (e.type === 'step_started' && e.step.kind === 'action') {
+        await other.runs.setControl({ target: [claim.id], state: 'stopped', actor: { id: 'operator', role: 'operator' } });
+      }
+    });
+    expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+    const action = events.find((e) => e.type === 'step_finished' && e.step.kind === 'action');
+    expect(action).toMatchObject({ step: { status: 'failed', error: expect.stringContaining('aborted') } });
+    const task = await h.tm.getTask(claim.id);
+    expect(task.state).toBe('cancelled');
+    expect(task.events.map((e) => e.type)).toContain('run.stop_requested');
+  });
+
+  it('stop --all stops every live run and leaves the backlog alone; stopping a task that never ran cancels it', async () => {
+    const h = harness();
+    const claim = await claimWith(h, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }] }));
+    const idle = (await h.tm.createTask({ title: 'never ran' }, { id: 'operator', role: 'operator' })).task;
+    const { result } = await drive(loopContext(h, claim), async (e) => {
+      if (e.type === 'step_started' && e.step.kind === 'action') {
+        const affected = await h.other().runs.setControl({ target: 'all', state: 'stopped', actor: { id: 'operator', role: 'operator' } });
+        expect(affected).toEqual([claim.id]);
+      }
+    });
+    expect(result.stopReason).toBe('user_stop');
+    expect((await h.tm.getTask(idle.id)).state).toBe('pending');
+    await h.runs.setControl({ target: [idle.id], state: 'stopped', actor: { id: 'operator', role: 'operator' } });
+    expect((await h.tm.getTask(idle.id)).state).toBe('cancelled');
+  });
+
+  it('pause parks the run between steps and resume continues it; an agent that is not the creator may not pause', async () => {
+    const h = harness();
+    const other = h.other();
+    const operator = { id: 'operator', role: 'operator' } as const;
+    const claim = await claimWith(h, card({ allowed_tools: ['noop'], script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'noop' }, { action: 'done' }] }));
+    await expect(other.runs.setControl({ target: [claim.id], state: 'paused', actor: { id: 'stranger', role: 'agent' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    const { result, events } = await drive(loopContext(h, claim), async (e, all) => {
+      if (e.type === 'step_finished' && e.step.kind === 'action' && all.filter((x) => x.type === 'run_paused').length === 0) {
+        await other.runs.setControl({ target: [claim.id], state: 'paused', actor: operator });
+      }
+      if (e.type === 'run_paused') {
+        expect((await h.runs.runsOf(claim.id))[0]!.phase).toBe('paused');
+        // Resume from the other connection while the loop waits.
+        setTimeout(() => void other.runs.setControl({ target: [claim.id], state: 'running', actor: operator }), 20);
+      }
+    });
+    expect(events.map((e) => e.type).filter((t) => t.startsWith('run_'))).toEqual(['run_started', 'run_paused', 'run_resumed', 'run_finished']);
+    expect(result.phase).toBe('completed');
+    await expect(other.runs.setControl({ target: [claim.id], state: 'running', actor: operator })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
+  });
+});
