@@ -27,9 +27,14 @@ export class UsageError extends Error {
 export interface CliContext {
   readonly json: boolean;
   readonly dbPath: string;
+  readonly durability: Durability;
   /** `operator` unless `--as NAME` names an agent. */
   readonly actor: Actor;
   manager(): TaskManager;
+  /** A progress line for long-running commands: stderr, so stdout stays data. */
+  log(line: string): void;
+  /** Writes one line (or block) to standard output as is. */
+  stdout(text: string): void;
   /** Prints a result: JSON as given, or the text the command formats. */
   out(value: unknown, text: () => string): void;
   close(): Promise<void>;
@@ -39,7 +44,7 @@ export function dbPathFrom(opts: GlobalOptions, env: NodeJS.ProcessEnv = process
   return resolve(opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB);
 }
 
-export function createContext(opts: GlobalOptions, stdout: (s: string) => void): CliContext {
+export function createContext(opts: GlobalOptions, stdout: (s: string) => void, stderr: (s: string) => void): CliContext {
   const durability = opts.durability ?? 'normal';
   if (durability !== 'normal' && durability !== 'full') {
     throw new EngineError('VALIDATION_FAILED', `--durability: '${durability}' is not normal or full`);
@@ -49,10 +54,15 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void):
   return {
     json: opts.json === true,
     dbPath,
+    durability: durability as Durability,
     actor: opts.as === undefined ? OPERATOR : { id: opts.as, role: 'agent' },
     manager() {
       tm ??= createTaskManager({ store: createSqliteStore({ path: dbPath, durability: durability as Durability }) });
       return tm;
+    },
+    stdout,
+    log(line) {
+      stderr(this.json ? JSON.stringify({ log: line, at: new Date().toISOString() }) : `${new Date().toISOString()} ${line}`);
     },
     out(value, text) {
       stdout(this.json ? JSON.stringify(value) : text());

@@ -1,5 +1,5 @@
 /** Human-readable text for tasks and events (the JSON forms come from engine/wire.ts). */
-import type { Task, TaskEvent, TaskWithEvents } from '../engine/index.js';
+import type { Run, Task, TaskEvent, TaskWithEvents } from '../engine/index.js';
 
 const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
 
@@ -22,7 +22,16 @@ export function eventLine(e: TaskEvent): string {
   return `${iso(e.createdAt)} #${e.id} task ${e.taskId ?? '-'} ${e.type}${move} by ${e.actor}${reason}`;
 }
 
-export function taskDetail(t: TaskWithEvents): string {
+export function runLines(r: Run): string[] {
+  const u = r.usage;
+  const lines = [
+    `  run ${r.id}: ${r.phase}${r.stopReason === null ? '' : ` (${r.stopReason})`}, ${u.steps} of ${r.budget.maxSteps} steps, ${u.writeCalls} writes, ${u.tokens} tokens, checkpoint ${r.checkpointVersion}`,
+  ];
+  if (r.envelope !== null) lines.push(`    envelope ${JSON.stringify(r.envelope)}`);
+  return lines;
+}
+
+export function taskDetail(t: TaskWithEvents, runs: Run[] = []): string {
   const lines = [
     `task ${t.id}: ${t.title}`,
     `  state        ${t.state}`,
@@ -40,6 +49,7 @@ export function taskDetail(t: TaskWithEvents): string {
     `  updated      ${iso(t.updatedAt)}`,
     `  card         ${JSON.stringify(t.card)}`,
     `  result       ${t.result === null ? '-' : JSON.stringify(t.result)}`,
+    ...(runs.length > 0 ? ['runs:', ...runs.flatMap(runLines)] : []),
     'events:',
     ...t.events.map((e) => `  ${eventLine(e)}`),
   ];

@@ -6,7 +6,10 @@
 import { Command, CommanderError } from 'commander';
 import { isEngineError } from '../engine/index.js';
 import { type CliContext, type GlobalOptions, UsageError, createContext } from './context.js';
+import { registerDaemonCommands } from './daemon-commands.js';
 import { registerEventCommands } from './event-commands.js';
+import { registerScheduleCommands } from './schedule-commands.js';
+import { registerToolCommands } from './tool-commands.js';
 import { type Run, registerTaskCommands } from './task-commands.js';
 
 export interface CliIo {
@@ -39,7 +42,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
     json = opts.json === true;
     let ctx: CliContext | undefined;
     try {
-      ctx = createContext(opts, io.stdout);
+      ctx = createContext(opts, io.stdout, io.stderr);
       const code = await action(ctx);
       if (typeof code === 'number') exitCode = code;
     } catch (err) {
@@ -68,6 +71,9 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
     });
   registerTaskCommands(program, run);
   registerEventCommands(program, run);
+  registerDaemonCommands(program, run);
+  registerScheduleCommands(program, run);
+  registerToolCommands(program, run);
   for (const sub of program.commands) sub.exitOverride();
 
   try {

@@ -1,6 +1,6 @@
 /** `taskloop task …`: create, list, show, claim, heartbeat, transition, cancel. */
 import type { Command } from 'commander';
-import { DEFAULT_LEASE_MS, toWireEvent, toWireTask } from '../engine/index.js';
+import { DEFAULT_LEASE_MS, type SqliteTaskStore, createSqliteRunStore, toWireEvent, toWireRun, toWireTask } from '../engine/index.js';
 import { type CliContext, UsageError } from './context.js';
 import { taskDetail, taskLine, taskTable } from './format.js';
 import { duration, integer, jsonObjectFrom, list, taskIdArg, time } from './parse.js';
@@ -75,8 +75,10 @@ export function registerTaskCommands(program: Command, run: Run): void {
     .description('one task with its events')
     .action(async (id: string, _o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const t = await ctx.manager().getTask(taskIdArg(id));
-        ctx.out({ ...toWireTask(t), events: t.events.map(toWireEvent) }, () => taskDetail(t));
+        const tm = ctx.manager();
+        const t = await tm.getTask(taskIdArg(id));
+        const runs = await createSqliteRunStore(tm.store as SqliteTaskStore).runsOf(t.id);
+        ctx.out({ ...toWireTask(t), runs: runs.map(toWireRun), events: t.events.map(toWireEvent) }, () => taskDetail(t, runs));
       }),
     );
 

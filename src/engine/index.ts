@@ -12,8 +12,10 @@ export { createSqliteStore, type SqliteStoreOptions, type SqliteTaskStore } from
 export { DEFAULT_LEASE_MS } from './sqlite/claim.js';
 export { DEFAULT_QUEUE, DEFAULT_MAX_ATTEMPTS } from './sqlite/create.js';
 export type { Durability } from './sqlite/connection.js';
-export { toWireTask, toWireEvent, toWireStats, type WireTask, type WireEvent } from './wire.js';
+export { toWireTask, toWireEvent, toWireRun, toWireStats, type WireTask, type WireEvent } from './wire.js';
 export * from './runs.js';
 export type * from './run-store.js';
 export { createSqliteRunStore } from './sqlite/run-store.js';
 export * from './cards.js';
+export type * from './schedules.js';
+export { createSqliteScheduleStore } from './sqlite/schedules.js';

@@ -92,4 +92,7 @@ export interface RunStore {
   /** Lets the leases held by one worker slot run out now, so the sweep returns its task. */
   expireSlot(slotId: string): Promise<void>;
   daemons(): Promise<DaemonRow[]>;
+
+  /** Deletes the steps and events of up to 500 tasks that finished before `before`; returns how many. */
+  compact(before: number): Promise<number>;
 }

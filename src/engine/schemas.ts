@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { EngineError } from './errors.js';
-import { TASK_STATES } from './types.js';
+import { type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';
 
 export const LIMITS = {
   titleChars: 500,
@@ -119,4 +119,145 @@ export function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T 
   throw new EngineError('VALIDATION_FAILED', `${where}: ${issue.message}`, {
     issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), message: i.message })),
   });
+}
+
+/*
+ * Fast paths for the two inputs every task goes through (claim, and the transitions after
+ * it). Each accepts only the plain, fully valid shapes (plain objects, no unknown keys, no
+ * key set to undefined, no `result`) and returns what zod would return for them: a copy
+ * with the keys in schema order. For anything else it returns undefined and the zod schema
+ * decides, so every refusal is still zod's, with the same VALIDATION_FAILED message.
+ */
+const CONTROL = /[\u0000-\u001f\u007f]/;
+const TOKEN = /^[A-Za-z0-9_.:-]{1,64}$/;
+const STATES: ReadonlySet<unknown> = new Set(TASK_STATES);
+const ROLES: ReadonlySet<unknown> = new Set(['agent', 'operator', 'system']);
+
+type Plain = Record<string, unknown>;
+function isPlain(v: unknown): v is Plain {
+  if (typeof v !== 'object' || v === null) return false;
+  const proto = Object.getPrototypeOf(v) as unknown;
+  return proto === Object.prototype || proto === null;
+}
+const isName = (v: unknown): v is string => typeof v === 'string' && v.length >= 1 && v.length <= LIMITS.nameChars && !CONTROL.test(v);
+const isToken = (v: unknown): v is string => typeof v === 'string' && TOKEN.test(v);
+const isInt = (v: unknown, min: number, max: number): v is number => Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= max;
+const isTaskId = (v: unknown): v is number => isInt(v, 1, Number.MAX_SAFE_INTEGER);
+const isReason = (v: unknown): v is string => typeof v === 'string' && v.length <= LIMITS.reasonChars;
+function isTokenList(v: unknown): v is string[] {
+  if (!Array.isArray(v) || Object.getPrototypeOf(v) !== Array.prototype || v.length > LIMITS.capabilities) return false;
+  for (let i = 0; i < v.length; i++) if (!isToken(v[i])) return false; // holes read as undefined
+  return true;
+}
+
+function quickActor(v: unknown): { id: string; role: 'agent' | 'operator' | 'system' } | undefined {
+  if (!isPlain(v)) return undefined;
+  const keys = Object.keys(v);
+  if (keys.length !== 2 || !isName(v.id) || !ROLES.has(v.role)) return undefined;
+  return { id: v.id, role: v.role as 'agent' | 'operator' | 'system' };
+}
+
+function quickClaimInput(v: unknown): ClaimInput | undefined {
+  if (!isPlain(v)) return undefined;
+  for (const key of Object.keys(v)) {
+    const x = v[key];
+    switch (key) {
+      case 'agent':
+      case 'workerId':
+        if (!isName(x)) return undefined;
+        break;
+      case 'queue':
+        if (!isToken(x)) return undefined;
+        break;
+      case 'capabilities':
+        if (!isTokenList(x)) return undefined;
+        break;
+      case 'leaseMs':
+        if (!isInt(x, 100, LIMITS.leaseMs)) return undefined;
+        break;
+      case 'taskId':
+        if (!isTaskId(x)) return undefined;
+        break;
+      case 'start':
+        if (typeof x !== 'boolean') return undefined;
+        break;
+      default:
+        return undefined;
+    }
+  }
+  if (v.agent === undefined) return undefined;
+  const out: ClaimInput = { agent: v.agent as string };
+  if (v.capabilities !== undefined) out.capabilities = [...(v.capabilities as string[])];
+  if (v.queue !== undefined) out.queue = v.queue as string;
+  if (v.leaseMs !== undefined) out.leaseMs = v.leaseMs as number;
+  if (v.taskId !== undefined) out.taskId = v.taskId as number;
+  if (v.start !== undefined) out.start = v.start as boolean;
+  if (v.workerId !== undefined) out.workerId = v.workerId as string;
+  return out;
+}
+
+type Step = NonNullable<TransitionInput['then']>[number];
+function quickStep(v: unknown): Step | undefined {
+  if (!isPlain(v)) return undefined;
+  for (const key of Object.keys(v)) {
+    if (key === 'to' || key === 'actor') continue;
+    if (key !== 'reason' || !isReason(v.reason)) return undefined;
+  }
+  if (!STATES.has(v.to)) return undefined;
+  const actor = quickActor(v.actor);
+  if (actor === undefined) return undefined;
+  const out: Step = { to: v.to as Step['to'], actor };
+  if (v.reason !== undefined) out.reason = v.reason as string;
+  return out;
+}
+
+function quickTransitionInput(v: unknown): TransitionInput | undefined {
+  if (!isPlain(v)) return undefined;
+  for (const key of Object.keys(v)) {
+    const x = v[key];
+    switch (key) {
+      case 'taskId':
+      case 'to':
+      case 'actor':
+        break;
+      case 'then':
+        if (x === undefined) return undefined;
+        break;
+      case 'claimToken':
+        if (!isName(x)) return undefined;
+        break;
+      case 'reason':
+        if (!isReason(x)) return undefined;
+        break;
+      default:
+        return undefined; // `result` (size check) and unknown keys go through zod
+    }
+  }
+  if (!isTaskId(v.taskId) || !STATES.has(v.to)) return undefined;
+  const actor = quickActor(v.actor);
+  if (actor === undefined) return undefined;
+  const out: TransitionInput = { taskId: v.taskId, to: v.to as TransitionInput['to'], actor };
+  if (v.claimToken !== undefined) out.claimToken = v.claimToken as string;
+  if (v.reason !== undefined) out.reason = v.reason as string;
+  if (v.then !== undefined) {
+    if (!Array.isArray(v.then) || Object.getPrototypeOf(v.then) !== Array.prototype || v.then.length > 4) return undefined;
+    const then: Step[] = [];
+    for (let i = 0; i < v.then.length; i++) {
+      const step = quickStep(v.then[i]);
+      if (step === undefined) return undefined;
+      then.push(step);
+    }
+    out.then = then;
+  }
+  return out;
+}
+
+/** `parse(claimInput, value, 'claim')`, with a fast path for valid plain input. */
+export function parseClaimInput(value: unknown): ClaimInput {
+  return quickClaimInput(value) ?? parse(claimInput, value, 'claim');
+}
+
+/** `parse(transitionInput, value, 'transition')`, with a fast path for valid plain input. */
+export function parseTransitionInput(value: unknown): TransitionInput {
+  return quickTransitionInput(value) ?? (parse(transitionInput, value, 'transition') as TransitionInput);
 }

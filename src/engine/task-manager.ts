@@ -72,12 +72,21 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
       const parsed = S.parse(S.batchInput, inputs, 'create batch');
       return publish(await store.createTasks(parsed, S.parse(S.actor, creator, 'creator')));
     },
-    async claimTask(input) {
-      return publish(await store.claim(S.parse(S.claimInput, input, 'claim')));
+    claimTask(input) {
+      // Not async (one promise less per call on the hot path), but it still only rejects.
+      try {
+        return store.claim(S.parseClaimInput(input)).then(publish);
+      } catch (err) {
+        return Promise.reject(err);
+      }
     },
     heartbeat: async (input) => store.heartbeat(S.parse(S.heartbeatInput, input, 'heartbeat')),
-    async transitionTask(input) {
-      return publish(await store.transition(S.parse(S.transitionInput, input, 'transition') as TransitionInput));
+    transitionTask(input) {
+      try {
+        return store.transition(S.parseTransitionInput(input)).then(publish);
+      } catch (err) {
+        return Promise.reject(err);
+      }
     },
     async cancelTask(input) {
       const parsed = S.parse(S.transitionInput, { ...input, to: 'cancelled' }, 'cancel') as TransitionInput;

@@ -52,6 +52,8 @@ export interface Task {
   state: TaskState;
   priority: number;
   creator: string;
+  /** Whether the creator was an operator, an agent or the system (command checks need an operator). */
+  creatorRole: ActorRole;
   assignee: string | null;
   attempts: number;
   maxAttempts: number;

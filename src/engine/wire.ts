@@ -2,6 +2,7 @@
  * External JSON (DESIGN §8): what users and agents read is snake_case with ISO times.
  * Every surface (CLI --json, HTTP, tools, MCP) maps through these functions.
  */
+import type { Budget, Run } from './runs.js';
 import type { ClaimedTask, Task, TaskEvent, TaskStats } from './types.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -77,4 +78,33 @@ export function toWireEvent(event: TaskEvent): WireEvent {
 
 export function toWireStats(stats: TaskStats): Record<string, unknown> {
   return { by_state: stats.byState, last_event_id: stats.lastEventId };
+}
+
+export function toWireBudget(b: Budget): Record<string, unknown> {
+  return {
+    max_steps: b.maxSteps,
+    max_failures: b.maxFailures,
+    max_write_calls: b.maxWriteCalls,
+    max_pending: b.maxPending,
+    deadline: iso(b.deadlineAt),
+    max_tokens: b.maxTokens,
+    max_cost: b.maxCost,
+  };
+}
+
+export function toWireRun(run: Run): Record<string, unknown> {
+  const u = run.usage;
+  return {
+    id: run.id,
+    task_id: run.taskId,
+    phase: run.phase,
+    stop_reason: run.stopReason,
+    budget: toWireBudget(run.budget),
+    usage: { steps: u.steps, write_calls: u.writeCalls, pending: u.pending, tokens: u.tokens, cost: u.cost, consecutive_failures: u.consecutiveFailures },
+    checkpoint_version: run.checkpointVersion,
+    restarts: run.restarts,
+    started_at: iso(run.startedAt),
+    finished_at: iso(run.finishedAt),
+    envelope: run.envelope,
+  };
 }

@@ -115,6 +115,15 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     return fin.result;
   }
 
+  let planner: Planner;
+  try {
+    planner = ctx.planner(card, state.decisions);
+  } catch (err) {
+    const fin = await finish('failed', 'planner_unavailable', { message: err instanceof Error ? err.message : String(err) });
+    yield fin.event;
+    return fin.result;
+  }
+
   // Stop from any process: a control change aborts the in-flight tool or planner call.
   const abort = new AbortController();
   let control: ControlState = await runs.getControl(fence.taskId);
@@ -125,7 +134,6 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   // `control` changes under a watcher callback; read it through a call so checks are fresh.
   const current = (): ControlState => control;
   const unwatch = ctx.watch(() => void refreshControl().catch(() => undefined));
-  const planner = ctx.planner(card, state.decisions);
   const allowedTools = card.allowed_tools.flatMap((name) => {
     const tool = tools.get(name);
     return tool === undefined ? [] : [{ name, description: tool.description, kind: tool.kind, parameters: tool.parameters }];
@@ -156,13 +164,20 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     // A step that started but never finished was interrupted by a crash.
     for (const unfinished of opened.steps.filter((s) => s.status === 'started')) {
       const tool = unfinished.tool === null ? undefined : tools.get(unfinished.tool);
-      if (unfinished.kind !== 'action' || tool === undefined || tool.kind === 'read') {
-        yield* settle(unfinished, 'abandoned', { error: 'interrupted; not resumed', durationMs: 0 });
-      } else if (tool.idempotent) {
-        state.usage.writeCalls++;
+      if (unfinished.kind !== 'action' || tool === undefined) {
+        // An interrupted observation or decision is simply made again.
+        yield* settle(unfinished, 'abandoned', { error: 'interrupted; made again', durationMs: 0 });
+      } else if (tool.kind === 'read' || tool.idempotent) {
+        // The decision stands: a read, or a write that is safe to repeat under the same
+        // idempotency key, is carried out again.
+        if (tool.kind === 'write') state.usage.writeCalls++;
         const out = await exec(tool.name, unfinished.args as Record<string, unknown>, unfinished.idempotencyKey ?? randomUUID());
-        const done = yield* settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
-        recordAction(state, done, true);
+        if (!out.ok && out.aborted) {
+          yield* settle(unfinished, 'failed', { error: out.error, durationMs: out.durationMs });
+        } else {
+          const done = yield* settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+          recordAction(state, done, tool.kind === 'write');
+        }
       } else {
         state.usage.writeCalls++;
         const lost = yield* settle(unfinished, 'unknown', { error: 'the write started but its outcome was lost in a crash; reconcile it before resuming', durationMs: 0 });

@@ -5,7 +5,7 @@ import { isFenced } from '../states.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { DEFAULT_QUEUE } from './create.js';
-import { type EventWriter, type TaskRow, toTask } from './rows.js';
+import { type EventWriter, type TaskRow, TASK_COLUMNS, prepareGetRow, rowOf, toTask } from './rows.js';
 
 export const DEFAULT_LEASE_MS = 30_000;
 
@@ -17,26 +17,40 @@ const ELIGIBLE = `
   AND (requires IS NULL OR NOT EXISTS (
     SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps))))`;
 
+// The events' data as JSON.stringify writes it (both numbers are safe integers).
+const claimedJson = (attempt: number, leaseExpiresAt: number): string =>
+  `{"from":"pending","to":"claimed","attempt":${attempt},"lease_expires_at":${leaseExpiresAt}}`;
+const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
+
 export function prepareClaim(db: Db, writer: EventWriter): Claim {
-  // Served by the partial index tasks_claimable: the first eligible entry wins.
-  const pick = db.prepare<Record<string, unknown>, { id: number }>(
-    `SELECT id FROM tasks
-     WHERE state = 'pending' AND unmet_deps = 0 AND queue = @queue AND run_after <= @now AND ${ELIGIBLE}
-     ORDER BY priority DESC, id LIMIT 1`,
-  );
+  // The best claimable task is the first eligible entry of the partial index tasks_claimable.
+  const pick = db
+    .prepare<unknown[], unknown[]>(
+      `SELECT ${TASK_COLUMNS} FROM tasks
+       WHERE state = 'pending' AND unmet_deps = 0 AND queue = ? AND run_after <= ?
+         AND (for_agent IS NULL OR for_agent = ?)
+         AND (requires IS NULL OR NOT EXISTS (
+           SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(?))))
+       ORDER BY priority DESC, id LIMIT 1`,
+    )
+    .raw(true);
   const eligible = db.prepare<Record<string, unknown>, { ok: number }>(
     `SELECT 1 AS ok FROM tasks WHERE id = @id AND ${ELIGIBLE}`,
   );
-  const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
-  const take = db.prepare<Record<string, unknown>, TaskRow>(
-    `UPDATE tasks SET state = @state, assignee = @agent, claim_token = @token, worker_id = @worker,
-       attempts = attempts + 1, lease_ms = @lease, lease_expires_at = @now + @lease, stale_since = NULL,
-       updated_at = @now
-     WHERE id = @id AND state = 'pending' RETURNING *`,
-  );
+  const getRow = prepareGetRow(db);
+  // The claimed row is the picked one with these columns set, so it is built in JS instead of
+  // read back (RETURNING costs an ephemeral table and a second full row). A pending task has
+  // no worker_id, so worker_id is assigned only when a worker takes the claim: assigning it
+  // at all would make SQLite re-check the tasks_by_worker index.
+  const takeSql = (withWorker: boolean) =>
+    `UPDATE tasks SET state = ?, assignee = ?, claim_token = ?, attempts = ?, lease_ms = ?, lease_expires_at = ?,
+       stale_since = NULL, updated_at = ?, last_event_id = ?${withWorker ? ', worker_id = ?' : ''}
+     WHERE id = ?`;
+  const take = db.prepare(takeSql(false));
+  const takeWithWorker = db.prepare(takeSql(true));
 
-  function checkTarget(input: ClaimInput, id: number, caps: string, now: number): void {
-    const row = getRow.get(id);
+  function checkTarget(input: ClaimInput, id: number, caps: string, now: number): TaskRow {
+    const row = getRow(id);
     if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
     if (row.state !== 'pending') {
       throw new EngineError('INVALID_TRANSITION', `task ${id} is ${row.state}; only a pending task can be claimed`, { task_id: id });
@@ -51,40 +65,63 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
     if (row.run_after > now) {
       throw new EngineError('INVALID_TRANSITION', `task ${id} may not run before ${new Date(row.run_after).toISOString()}`, { task_id: id });
     }
+    return row;
   }
 
   return (input, now, events) => {
-    const caps = JSON.stringify(input.capabilities ?? []);
-    let id: number | undefined;
+    const caps = input.capabilities === undefined || input.capabilities.length === 0 ? '[]' : JSON.stringify(input.capabilities);
+    let row: TaskRow;
     if (input.taskId !== undefined) {
-      checkTarget(input, input.taskId, caps, now);
-      id = input.taskId;
+      row = checkTarget(input, input.taskId, caps, now);
     } else {
-      id = pick.get({ queue: input.queue ?? DEFAULT_QUEUE, now, agent: input.agent, caps })?.id;
-      if (id === undefined) return null;
+      const raw = pick.get(input.queue ?? DEFAULT_QUEUE, now, input.agent, caps);
+      if (raw === undefined) return null;
+      row = rowOf(raw);
     }
     const token = randomUUID();
-    const row = take.get({
-      id,
-      state: input.start === true ? 'in_progress' : 'claimed',
-      agent: input.agent,
-      token,
-      worker: input.workerId ?? null,
-      lease: input.leaseMs ?? DEFAULT_LEASE_MS,
-      now,
-    })!;
-    events.push(
-      writer.append(id, 'task.claimed', input.agent, {
-        from: 'pending',
-        to: 'claimed',
-        attempt: row.attempts,
-        lease_expires_at: row.lease_expires_at,
-      }, now),
-    );
+    const lease = input.leaseMs ?? DEFAULT_LEASE_MS;
+    const leaseExpiresAt = now + lease;
+    row.state = input.start === true ? 'in_progress' : 'claimed';
+    row.assignee = input.agent;
+    row.claim_token = token;
+    row.attempts += 1;
+    row.lease_ms = lease;
+    row.lease_expires_at = leaseExpiresAt;
+    row.stale_since = null;
+    row.updated_at = now;
+    const head = row.last_event_id ?? 0; // the row was read just now, in this transaction
+    const claimed: TaskEvent = {
+      id: 0,
+      taskId: row.id,
+      type: 'task.claimed',
+      actor: input.agent,
+      data: { from: 'pending', to: 'claimed', attempt: row.attempts, lease_expires_at: leaseExpiresAt },
+      createdAt: now,
+    };
     if (input.start === true) {
-      events.push(writer.append(id, 'task.transitioned', input.agent, { from: 'claimed', to: 'in_progress' }, now));
+      const started: TaskEvent = {
+        id: 0,
+        taskId: row.id,
+        type: 'task.transitioned',
+        actor: input.agent,
+        data: { from: 'claimed', to: 'in_progress' },
+        createdAt: now,
+      };
+      row.last_event_id = writer.appendChain(row.id, [claimed, started], [claimedJson(row.attempts, leaseExpiresAt), STARTED_JSON], head);
+      events.push(claimed, started);
+    } else {
+      row.last_event_id = writer.appendChain(row.id, [claimed], [claimedJson(row.attempts, leaseExpiresAt)], head);
+      events.push(claimed);
     }
-    return { ...toTask(row), claimToken: token };
+    if (input.workerId === undefined) {
+      take.run(row.state, row.assignee, token, row.attempts, lease, leaseExpiresAt, now, row.last_event_id, row.id);
+    } else {
+      row.worker_id = input.workerId;
+      takeWithWorker.run(row.state, row.assignee, token, row.attempts, lease, leaseExpiresAt, now, row.last_event_id, row.worker_id, row.id);
+    }
+    const task = toTask(row) as ClaimedTask;
+    task.claimToken = token;
+    return task;
   };
 }
 
@@ -94,11 +131,11 @@ export function prepareHeartbeat(db: Db): Heartbeat {
      WHERE id = @id AND claim_token = @token AND assignee = @agent AND state IN ('claimed', 'in_progress')
      RETURNING lease_expires_at`,
   );
-  const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
+  const getRow = prepareGetRow(db);
   return (input, now) => {
     const row = extend.get({ id: input.taskId, token: input.claimToken, agent: input.agent, lease: input.leaseMs ?? null, now });
     if (row !== undefined) return row.lease_expires_at;
-    const task = getRow.get(input.taskId);
+    const task = getRow(input.taskId);
     if (task === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
     if (!isFenced(task.state)) {
       throw new EngineError('INVALID_TRANSITION', `task ${input.taskId} is ${task.state} and holds no lease to extend`, { task_id: input.taskId });

@@ -44,11 +44,15 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
   const byKey = db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE idempotency_key = ?');
   const stateOf = db.prepare<[number], { state: string }>('SELECT state FROM tasks WHERE id = ?');
   const insert = db.prepare(
-    `INSERT INTO tasks (title, state, priority, creator, max_attempts, queue, for_agent, requires, depends_on,
-       idempotency_key, run_after, unmet_deps, created_at, updated_at, card)
-     VALUES (@title, 'pending', @priority, @creator, @max_attempts, @queue, @for_agent, @requires, @depends_on,
-       @idempotency_key, @run_after, @unmet_deps, @now, @now, @card)`,
+    `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on,
+       idempotency_key, run_after, unmet_deps, created_at, updated_at, card, last_event_id)
+     VALUES (@title, 'pending', @priority, @creator, @creator_role, @max_attempts, @queue, @for_agent, @requires, @depends_on,
+       @idempotency_key, @run_after, @unmet_deps, @now, @now, @card, @last_event_id)`,
   );
+  // task.created starts the task's event chain (see the migration): the row points at it
+  // from the start, since its id is known before it is written (max(id) + 1).
+  const nextEventId = db.prepare<[], number>('SELECT coalesce(max(id), 0) + 1 FROM task_events').pluck(true);
+  const setLastEvent = db.prepare('UPDATE tasks SET last_event_id = ? WHERE id = ?');
   const insertDep = db.prepare('INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?, ?)');
   const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
 
@@ -83,10 +87,12 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
         if (row.state !== 'completed') unmet++;
       }
       const depList = [...deps].sort((a, b) => a - b);
+      const createdEventId = nextEventId.get()!;
       const info = insert.run({
         title: input.title,
         priority: input.priority ?? 0,
         creator: creator.id,
+        creator_role: creator.role,
         max_attempts: input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
         queue: input.queue ?? DEFAULT_QUEUE,
         for_agent: input.forAgent ?? null,
@@ -97,21 +103,29 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
         unmet_deps: unmet,
         now,
         card: JSON.stringify(input.card ?? {}),
+        last_event_id: createdEventId,
       });
       const id = Number(info.lastInsertRowid);
       if (input.ref !== undefined) idByRef.set(input.ref, id);
       if (depList.length > 0) pendingDeps.push({ id, deps: depList });
       const task = toTask(getRow.get(id)!);
-      events.push(
-        writer.append(id, 'task.created', creator.id, {
+      const created: TaskEvent = {
+        id: 0,
+        taskId: id,
+        type: 'task.created',
+        actor: creator.id,
+        data: {
           title: task.title,
           to: 'pending',
           priority: task.priority,
           queue: task.queue,
           depends_on: task.dependsOn,
           run_after: task.runAfter,
-        }, now),
-      );
+        },
+        createdAt: now,
+      };
+      if (writer.appendChain(id, [created], undefined, 0) !== createdEventId) setLastEvent.run(created.id, id);
+      events.push(created);
       resultAt.set(input, { task, created: true });
     }
     for (const { id, deps } of pendingDeps) for (const dep of deps) insertDep.run(id, dep);

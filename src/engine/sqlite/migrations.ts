@@ -7,6 +7,20 @@ import type { Database } from 'better-sqlite3';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: tasks, dependencies, the event log.
+  //
+  // Index design (each index a state change touches costs a page write per transaction).
+  // Every index entry ends with the rowid, so an index on (state) is ordered by (state, id):
+  // naming id as a column too would store it twice and make each entry ~20% bigger.
+  // - tasks_claimable: the claim reads the first eligible entry of its queue.
+  // - tasks_by_state (state): stats, findTasks by state (keyset paging by id), and the
+  //   stale sweep, which scans the few claimed/in_progress entries instead of a lease index.
+  //   A move deletes one entry and inserts its neighbour (the busy states sort next to each
+  //   other), so it usually costs one page.
+  // - tasks_by_assignee (assignee): written once, at the claim; later moves keep the
+  //   assignee and leave it alone.
+  // - tasks_by_key: partial, so tasks without an idempotency key never write it.
+  // - tasks_by_queue (queue): findTasks by queue. A task's queue never changes, so only
+  //   the insert writes it.
   `
   CREATE TABLE tasks (
     id               INTEGER PRIMARY KEY,
@@ -23,7 +37,7 @@ export const MIGRATIONS: readonly string[] = [
     for_agent        TEXT,
     requires         TEXT,
     depends_on       TEXT,
-    idempotency_key  TEXT UNIQUE,
+    idempotency_key  TEXT,
     run_after        INTEGER NOT NULL,
     unmet_deps       INTEGER NOT NULL DEFAULT 0,
     lease_ms         INTEGER,
@@ -32,13 +46,14 @@ export const MIGRATIONS: readonly string[] = [
     created_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
     card             TEXT    NOT NULL,
-    result           TEXT
+    result           TEXT,
+    last_event_id    INTEGER
   );
-  -- Claim: the best pending task of a queue is the first entry of this partial index.
-  CREATE INDEX tasks_claimable ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0;
-  CREATE INDEX tasks_leased ON tasks (lease_expires_at) WHERE lease_expires_at IS NOT NULL;
-  CREATE INDEX tasks_by_state ON tasks (state, id);
-  CREATE INDEX tasks_by_assignee ON tasks (assignee, state) WHERE assignee IS NOT NULL;
+  CREATE INDEX tasks_claimable ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0;
+  CREATE INDEX tasks_by_state ON tasks (state);
+  CREATE INDEX tasks_by_assignee ON tasks (assignee) WHERE assignee IS NOT NULL;
+  CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_key) WHERE idempotency_key IS NOT NULL;
+  CREATE INDEX tasks_by_queue ON tasks (queue);
 
   CREATE TABLE task_deps (
     task_id    INTEGER NOT NULL REFERENCES tasks (id),
@@ -47,15 +62,31 @@ export const MIGRATIONS: readonly string[] = [
   ) WITHOUT ROWID;
   CREATE INDEX task_deps_reverse ON task_deps (depends_on, task_id);
 
+  -- No AUTOINCREMENT (it writes sqlite_sequence on every insert): a new id is max(id) + 1,
+  -- so ids stay strictly increasing and are never reused as long as the newest event row
+  -- is never deleted. Any retention or pruning of task_events MUST keep the row with the
+  -- highest id (or append a newer event in the same transaction, as retention.ts does).
+  --
+  -- A task's own events (task.created, task.claimed, task.transitioned, task.cancelled,
+  -- task.stale_reclaimed: the ones written with a change of its row) form a chain:
+  -- tasks.last_event_id is the newest, and each one's prev_id the one before (0 for the
+  -- first; -1 for "id - 1", when it was written right after the one before, in the same
+  -- transaction, so the writer need not know ids before inserting). Every other event of a task (run.*, breaker.*, ...) has prev_id NULL and is
+  -- found through task_events_by_task. Reading a task's events walks the chain and merges
+  -- the indexed ones (reads.ts). The chain costs nothing to maintain, since the task row is
+  -- written in the same transaction anyway, while an index entry per event cost a page write
+  -- per transaction, often two: tasks are created well before they run, so the entries of a
+  -- task's later events landed between those of other tasks, splitting full leaves.
   CREATE TABLE task_events (
-    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    id         INTEGER PRIMARY KEY,
     task_id    INTEGER,
     type       TEXT    NOT NULL,
     actor      TEXT    NOT NULL,
     data       TEXT    NOT NULL,
-    created_at INTEGER NOT NULL
+    created_at INTEGER NOT NULL,
+    prev_id    INTEGER
   );
-  CREATE INDEX task_events_by_task ON task_events (task_id, id);
+  CREATE INDEX task_events_by_task ON task_events (task_id) WHERE prev_id IS NULL;
   `,
   // 2: runs and steps of the task loop, stop/pause controls, shared tool breakers, daemon
   // heartbeats, schedules.
@@ -122,6 +153,9 @@ export const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX tasks_by_worker ON tasks (worker_id) WHERE worker_id IS NOT NULL;
 
+  -- Command checks run only on cards an operator created: the creator's role is kept.
+  ALTER TABLE tasks ADD COLUMN creator_role TEXT NOT NULL DEFAULT 'agent';
+
   CREATE TABLE schedules (
     id           INTEGER PRIMARY KEY,
     cron         TEXT    NOT NULL,
@@ -131,6 +165,7 @@ export const MIGRATIONS: readonly string[] = [
     catch_up     TEXT    NOT NULL,
     overlap      INTEGER NOT NULL,
     creator      TEXT    NOT NULL,
+    creator_role TEXT    NOT NULL,
     last_fire_at INTEGER NOT NULL,
     last_task_id INTEGER,
     created_at   INTEGER NOT NULL

@@ -6,7 +6,7 @@
 import { isTerminal } from '../states.js';
 import type { TaskEvent, TaskState } from '../types.js';
 import type { Db } from './connection.js';
-import type { EventWriter, TaskRow } from './rows.js';
+import { type EventWriter, type TaskRow, TASK_COLUMNS, rowOf } from './rows.js';
 
 export interface MoveSpec {
   to: TaskState;
@@ -19,66 +19,170 @@ export interface MoveSpec {
   data?: Record<string, unknown>;
 }
 
+/**
+ * Writes the move and returns the full updated row. `row` must be the task as stored now,
+ * i.e. read in this transaction after any earlier write to it (every caller reads it so):
+ * the returned row is `row` with the columns the move sets.
+ */
 export type ApplyMove = (row: TaskRow, spec: MoveSpec, now: number, events: TaskEvent[]) => TaskRow;
 
-/** The columns a move to `to` resets; everything else is kept. */
-function nextFields(row: TaskRow, to: TaskState, now: number) {
-  if (to === 'pending') return { assignee: null, claim_token: null, worker_id: null, lease_expires_at: null };
-  if (to === 'in_progress' || to === 'claimed') {
-    return {
-      assignee: row.assignee,
-      claim_token: row.claim_token,
-      worker_id: row.worker_id,
-      lease_expires_at: now + (row.lease_ms ?? 30_000),
-    };
-  }
-  // waiting and review release the lease; the assignee stays on record (and, for review,
-  // keeps its token so a reviewer's rework request hands the task back to the same claim).
-  if (to === 'waiting' || to === 'review') {
-    return { assignee: row.assignee, claim_token: row.claim_token, worker_id: null, lease_expires_at: null };
-  }
-  return { assignee: row.assignee, claim_token: null, worker_id: null, lease_expires_at: null };
+/**
+ * The moves of one task staged in a transaction and not written yet: what they changed
+ * beyond the columns every move writes (ASSIGNEE | WORKER | RESULT) and their events.
+ */
+export interface StagedMoves {
+  changed: number;
+  events: TaskEvent[];
+  /** events[i].data as JSON when known without JSON.stringify. */
+  json: Array<string | undefined>;
+  /**
+   * The task's last_event_id when the caller read the row in this transaction; otherwise
+   * undefined and the event chain is linked to the stored value (see appendChain).
+   */
+  head?: number;
+  /** Whether other tasks depend on this one, when the caller read it with the row. */
+  hasDependents?: boolean;
 }
 
-export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
-  const update = db.prepare<Record<string, unknown>, TaskRow>(
-    `UPDATE tasks SET state = @state, assignee = @assignee, claim_token = @claim_token, worker_id = @worker_id,
-       lease_expires_at = @lease_expires_at, stale_since = NULL, updated_at = @now,
-       result = CASE WHEN @has_result THEN @result ELSE result END
-     WHERE id = @id RETURNING *`,
-  );
-  const release = db.prepare('UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = ?)');
-  const dependents = db.prepare<[number], TaskRow>(
-    `SELECT t.* FROM task_deps d JOIN tasks t ON t.id = d.task_id
-     WHERE d.depends_on = ? AND t.state NOT IN ('completed', 'failed', 'cancelled')`,
-  );
+/**
+ * The parts of a move, for a caller that chains several moves of one task in one
+ * transaction (transition's `then`): `stage` checks nothing, queues the move's event and
+ * returns the row as it will be; `commit` writes the staged events and the last staged
+ * row with one UPDATE, then applies what its state means for dependents. Intermediate
+ * states are never visible outside the transaction, so writing only the last one is the
+ * same as writing each, and it spares the indexes an entry inserted and deleted again.
+ */
+export interface MoveParts {
+  stage(row: TaskRow, spec: MoveSpec, now: number, events: TaskEvent[], staged: StagedMoves): TaskRow;
+  commit(row: TaskRow, now: number, events: TaskEvent[], staged: StagedMoves): TaskRow;
+}
 
-  const apply: ApplyMove = (row, spec, now, events) => {
-    const hasResult = spec.result !== undefined;
-    const next = update.get({
-      id: row.id,
-      state: spec.to,
-      ...nextFields(row, spec.to, now),
-      now,
-      has_result: hasResult ? 1 : 0,
-      result: hasResult ? JSON.stringify(spec.result) : null,
-    })!;
+export const noMovesStaged = (): StagedMoves => ({ changed: 0, events: [], json: [] });
+
+const parts = new WeakMap<ApplyMove, MoveParts>();
+
+/** The parts behind an ApplyMove made by `prepareMoves`. */
+export function moveParts(apply: ApplyMove): MoveParts | undefined {
+  return parts.get(apply);
+}
+
+/** The row after a move to `to`: the columns the move resets; everything else is kept. */
+function movedRow(row: TaskRow, to: TaskState, now: number, result: string | null): TaskRow {
+  let assignee = row.assignee;
+  let claimToken = row.claim_token;
+  let workerId: string | null = null;
+  let leaseExpiresAt: number | null = null;
+  if (to === 'pending') {
+    assignee = null;
+    claimToken = null;
+  } else if (to === 'in_progress' || to === 'claimed') {
+    workerId = row.worker_id;
+    leaseExpiresAt = now + (row.lease_ms ?? 30_000);
+  } else if (to !== 'waiting' && to !== 'review') {
+    // waiting and review release the lease; the assignee stays on record (and, for review,
+    // keeps its token so a reviewer's rework request hands the task back to the same claim).
+    claimToken = null;
+  }
+  return {
+    id: row.id,
+    title: row.title,
+    state: to,
+    priority: row.priority,
+    creator: row.creator,
+    assignee,
+    claim_token: claimToken,
+    worker_id: workerId,
+    attempts: row.attempts,
+    max_attempts: row.max_attempts,
+    queue: row.queue,
+    for_agent: row.for_agent,
+    requires: row.requires,
+    depends_on: row.depends_on,
+    idempotency_key: row.idempotency_key,
+    run_after: row.run_after,
+    unmet_deps: row.unmet_deps,
+    lease_ms: row.lease_ms,
+    lease_expires_at: leaseExpiresAt,
+    stale_since: null,
+    created_at: row.created_at,
+    updated_at: now,
+    card: row.card,
+    result,
+    creator_role: row.creator_role,
+    last_event_id: row.last_event_id,
+  };
+}
+
+// What a staged row changed since the stored one, beyond the columns every move writes.
+const ASSIGNEE = 1;
+const WORKER = 2;
+const RESULT = 4;
+
+export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
+  // One UPDATE per combination of indexed columns that changed. SQLite rewrites an index entry
+  // whenever one of its columns is assigned, even to the same value: a move that keeps the
+  // assignee (all but a return to pending) must not assign it, or tasks_by_assignee costs a
+  // page write per move. The new row is built in JS (movedRow), not read back.
+  const updates = [0, 1, 2, 3].map((mask) =>
+    db.prepare(
+      `UPDATE tasks SET state = ?, claim_token = ?, lease_expires_at = ?, stale_since = NULL, updated_at = ?, last_event_id = ?,
+         result = CASE WHEN ? THEN ? ELSE result END${mask & ASSIGNEE ? ', assignee = ?' : ''}${mask & WORKER ? ', worker_id = ?' : ''}
+       WHERE id = ?`,
+    ),
+  );
+  // Most tasks have no dependents: a probe of task_deps_reverse is far cheaper than the
+  // release UPDATE, which opens write cursors on tasks and every index even when it matches nothing.
+  const hasDependents = db.prepare<[number], number>('SELECT 1 FROM task_deps WHERE depends_on = ? LIMIT 1').pluck(true);
+  const release = db.prepare('UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = ?)');
+  const dependents = db
+    .prepare<[number], unknown[]>(
+      `SELECT ${TASK_COLUMNS.replace(/(^|, )/g, '$1t.')} FROM task_deps d JOIN tasks t ON t.id = d.task_id
+       WHERE d.depends_on = ? AND t.state NOT IN ('completed', 'failed', 'cancelled')`,
+    )
+    .raw(true);
+
+  const stage: MoveParts['stage'] = (row, spec, now, events, staged) => {
+    const newResult = spec.result !== undefined;
+    const next = movedRow(row, spec.to, now, newResult ? JSON.stringify(spec.result) : row.result);
     const type = spec.type ?? (spec.to === 'cancelled' ? 'task.cancelled' : 'task.transitioned');
     const data: Record<string, unknown> = { from: row.state, to: spec.to, ...spec.data };
     if (spec.reason !== undefined) data.reason = spec.reason;
-    events.push(writer.append(row.id, type, spec.actor, data, now));
+    const event: TaskEvent = { id: 0, taskId: row.id, type, actor: spec.actor, data, createdAt: now };
+    events.push(event);
+    staged.events.push(event);
+    // States are plain identifiers: for the bare {from, to} this is what JSON.stringify writes.
+    staged.json.push(spec.data === undefined && spec.reason === undefined ? `{"from":"${row.state}","to":"${spec.to}"}` : undefined);
+    staged.changed |=
+      (next.assignee !== row.assignee ? ASSIGNEE : 0) | (next.worker_id !== row.worker_id ? WORKER : 0) | (newResult ? RESULT : 0);
+    return next;
+  };
 
-    if (spec.to === 'completed') {
-      release.run(row.id);
-    } else if (isTerminal(spec.to)) {
+  const commit: MoveParts['commit'] = (row, now, events, staged) => {
+    const mask = staged.changed;
+    // The events first: the first one links to the task's last_event_id as stored.
+    if (staged.events.length > 0) row.last_event_id = writer.appendChain(row.id, staged.events, staged.json, staged.head);
+    const params: unknown[] = [row.state, row.claim_token, row.lease_expires_at, now, row.last_event_id, mask & RESULT ? 1 : 0, mask & RESULT ? row.result : null];
+    if (mask & ASSIGNEE) params.push(row.assignee);
+    if (mask & WORKER) params.push(row.worker_id);
+    params.push(row.id);
+    updates[mask & (ASSIGNEE | WORKER)]!.run(...params);
+    if (row.state === 'completed') {
+      if (staged.hasDependents ?? hasDependents.get(row.id) !== undefined) release.run(row.id);
+    } else if (isTerminal(row.state)) {
       // A dependency that can never complete: its dependents can never run, so they are
       // cancelled now (recursively) rather than left pending forever.
       for (const dep of dependents.all(row.id)) {
-        apply(dep, { to: 'cancelled', actor: 'system', reason: `dependency ${row.id} ended ${spec.to}` }, now, events);
+        apply(rowOf(dep), { to: 'cancelled', actor: 'system', reason: `dependency ${row.id} ended ${row.state}` }, now, events);
       }
     }
-    return next;
+    return row;
   };
+
+  const apply: ApplyMove = (row, spec, now, events) => {
+    const staged = noMovesStaged();
+    return commit(stage(row, spec, now, events, staged), now, events, staged);
+  };
+  parts.set(apply, { stage, commit });
   return apply;
 }
 

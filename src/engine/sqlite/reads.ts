@@ -3,8 +3,9 @@ import { EngineError } from '../errors.js';
 import type { ReadEventsQuery } from '../store.js';
 import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
 import { TASK_STATES } from '../types.js';
+import type { Statement } from 'better-sqlite3';
 import type { Db } from './connection.js';
-import { type EventRow, type TaskRow, toEvent, toTask } from './rows.js';
+import { type EventRow, PREV_OF, type TaskRow, toEvent, toTask } from './rows.js';
 
 export interface Reads {
   getTask(id: number, withEvents: boolean): TaskWithEvents;
@@ -14,48 +15,120 @@ export interface Reads {
 }
 
 export const DEFAULT_PAGE = 100;
+/** Below this many tasks after the cursor, findTasks reads a state's own index range. */
+const SMALL_STATE = 5000;
+/** Entries stats counts per state and round (see countByState). */
+const COUNT_CHUNK = 20_000;
 
 export function prepareReads(db: Db): Reads {
   const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
-  const eventsOf = db.prepare<[number], EventRow>('SELECT * FROM task_events WHERE task_id = ? ORDER BY id');
   const eventsAfter = db.prepare<[number, number], EventRow>('SELECT * FROM task_events WHERE id > ? ORDER BY id LIMIT ?');
-  const taskEventsAfter = db.prepare<[number, number, number], EventRow>(
-    'SELECT * FROM task_events WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?',
+  // A task's events: its own chain (from tasks.last_event_id back through prev_id) merged
+  // with its other events, which task_events_by_task holds (see the migration).
+  const chainAfter = db.prepare<{ task: number; after: number }, EventRow>(
+    `WITH RECURSIVE chain(id) AS (
+       SELECT last_event_id FROM tasks WHERE id = @task
+       UNION ALL
+       SELECT ${PREV_OF} FROM chain JOIN task_events e ON e.id = chain.id WHERE ${PREV_OF} > @after AND ${PREV_OF} < e.id
+     )
+     SELECT e.* FROM chain JOIN task_events e ON e.id = chain.id
+     WHERE e.id > @after AND e.task_id = @task ORDER BY e.id`,
   );
-  const counts = db.prepare<[], { state: string; n: number }>('SELECT state, count(*) AS n FROM tasks GROUP BY state');
+  const othersAfter = db.prepare<[number, number, number], EventRow>(
+    'SELECT * FROM task_events WHERE task_id = ? AND prev_id IS NULL AND id > ? ORDER BY id LIMIT ?',
+  );
+  /** The task's events with id > after, in id order, at most `limit` (negative: all). */
+  const taskEventsAfter = (taskId: number, after: number, limit: number): EventRow[] => {
+    const own = chainAfter.all({ task: taskId, after });
+    const others = othersAfter.all(taskId, after, limit);
+    if (own.length === 0) return others;
+    const merged = others.length === 0 ? own : [...own, ...others].sort((a, b) => a.id - b.id);
+    return limit < 0 ? merged : merged.slice(0, limit);
+  };
+  // Counting a state reads its whole index range. stats counts the states in chunks, round
+  // robin, until at most one is left unfinished: that one (the biggest, usually completed)
+  // is the table's count minus the others, and SQLite takes the table's count from the
+  // b-tree pages' cell counts without reading the entries. So a million completed tasks
+  // cost about what the second-biggest state costs. One read transaction: one snapshot.
+  const total = db.prepare<[], number>('SELECT count(*) FROM tasks').pluck(true);
+  const countChunk = db
+    .prepare<[string, number, number], [number, number | null]>(
+      'SELECT count(*), max(id) FROM (SELECT id FROM tasks WHERE state = ? AND id > ? ORDER BY id LIMIT ?)',
+    )
+    .raw(true);
   const lastEvent = db.prepare<[], { id: number | null }>('SELECT max(id) AS id FROM task_events');
+  const countByState = db.transaction((): TaskStats => {
+    const byState = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as TaskStats['byState'];
+    const open = new Map<keyof TaskStats['byState'], number>(TASK_STATES.map((s) => [s, 0])); // state -> id counted up to
+    let counted = 0;
+    while (open.size > 1) {
+      for (const [state, after] of open) {
+        const [n, last] = countChunk.get(state, after, COUNT_CHUNK)!;
+        byState[state] += n;
+        counted += n;
+        if (n < COUNT_CHUNK) open.delete(state);
+        else open.set(state, last!);
+      }
+    }
+    for (const state of open.keys()) byState[state] = total.get()! - (counted - byState[state]);
+    return { byState, lastEventId: lastEvent.get()?.id ?? 0 };
+  });
+
+  const smallState = db
+    .prepare<[string, number, number], number>('SELECT count(*) FROM (SELECT 1 FROM tasks WHERE state = ? AND id > ? LIMIT ?)')
+    .pluck(true);
+  // findTasks builds its SQL from the filters given; each variant is prepared once.
+  const statements = new Map<string, Statement<unknown[], TaskRow>>();
+  const prepared = (sql: string): Statement<unknown[], TaskRow> => {
+    let stmt = statements.get(sql);
+    if (stmt === undefined) statements.set(sql, (stmt = db.prepare<unknown[], TaskRow>(sql)));
+    return stmt;
+  };
 
   return {
     getTask(id, withEvents) {
       const row = getRow.get(id);
       if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-      return { ...toTask(row), events: withEvents ? eventsOf.all(id).map(toEvent) : [] };
+      return { ...toTask(row), events: withEvents ? taskEventsAfter(id, 0, -1).map(toEvent) : [] };
     },
     findTasks(query) {
       const where: string[] = [];
       const params: unknown[] = [];
-      if (query.states !== undefined && query.states.length > 0) {
-        where.push(`state IN (${query.states.map(() => '?').join(', ')})`);
-        params.push(...query.states);
-      }
       if (query.assignee !== undefined) (where.push('assignee = ?'), params.push(query.assignee));
       if (query.creator !== undefined) (where.push('creator = ?'), params.push(query.creator));
       if (query.queue !== undefined) (where.push('queue = ?'), params.push(query.queue));
       if (query.afterId !== undefined) (where.push('id > ?'), params.push(query.afterId));
-      const sql = `SELECT * FROM tasks ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
-      params.push(query.limit ?? DEFAULT_PAGE);
-      return db.prepare<unknown[], TaskRow>(sql).all(...params).map(toTask);
+      const limit = query.limit ?? DEFAULT_PAGE;
+      const states = [...new Set(query.states ?? [])];
+      const page = (state: string | undefined): Task[] => {
+        const all = state === undefined ? where : ['state = ?', ...where];
+        // With a state and an assignee or queue, SQLite picks one index and filters by the
+        // other column: the assignee/queue index is the right one unless the state has few
+        // tasks (e.g. failed among a million completed), which a capped count tells cheaply.
+        const byState =
+          state !== undefined &&
+          where.length > (query.afterId === undefined ? 0 : 1) &&
+          smallState.get(state, query.afterId ?? 0, SMALL_STATE)! < SMALL_STATE;
+        const sql = `SELECT * FROM tasks${byState ? ' INDEXED BY tasks_by_state' : ''} ${all.length > 0 ? `WHERE ${all.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
+        return prepared(sql).all(...(state === undefined ? params : [state, ...params]), limit).map(toTask);
+      };
+      if (states.length === 0) return page(undefined);
+      if (states.length === 1) return page(states[0]);
+      // One keyset page per state, each read in id order from its own index range, merged:
+      // `state IN (...) ORDER BY id` would sort every matching row first.
+      return states
+        .flatMap((state) => page(state))
+        .sort((a, b) => a.id - b.id)
+        .slice(0, limit);
     },
     readEvents(query) {
       const after = query.afterId ?? 0;
       const limit = query.limit ?? 1000;
-      const rows = query.taskId === undefined ? eventsAfter.all(after, limit) : taskEventsAfter.all(query.taskId, after, limit);
+      const rows = query.taskId === undefined ? eventsAfter.all(after, limit) : taskEventsAfter(query.taskId, after, limit);
       return rows.map(toEvent);
     },
     stats() {
-      const byState = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as TaskStats['byState'];
-      for (const { state, n } of counts.all()) byState[state as keyof typeof byState] = n;
-      return { byState, lastEventId: lastEvent.get()?.id ?? 0 };
+      return countByState.deferred();
     },
   };
 }

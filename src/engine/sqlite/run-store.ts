@@ -5,6 +5,7 @@ import { prepareControls } from './controls.js';
 import { prepareDaemons } from './daemons.js';
 import { prepareMoves } from './moves.js';
 import { createEventWriter } from './rows.js';
+import { prepareRetention } from './retention.js';
 import { prepareRunWrites } from './runs.js';
 import type { SqliteTaskStore } from './task-store.js';
 
@@ -16,6 +17,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const controls = prepareControls(db, writer, apply);
   const breakers = prepareBreakers(db, writer);
   const daemons = prepareDaemons(db, apply);
+  const compact = prepareRetention(db, writer);
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
   return {
@@ -38,5 +40,6 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     reclaimDeadDaemons: (host, selfId, isAlive) => value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev))),
     expireSlot: (slotId) => value(write('expire slot', (_ev, now) => daemons.expireSlot(slotId, now))),
     daemons: async () => daemons.list(),
+    compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),
   };
 }

@@ -2,6 +2,7 @@
 import { EngineError } from '../errors.js';
 import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, Run, Step, Usage } from '../runs.js';
 import { checkMove, isFenced } from '../states.js';
+import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import type { ApplyMove } from './moves.js';
@@ -146,7 +147,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         return { run: { ...toRun(existing), phase: 'running' }, steps: stepsOf.all(existing.id).map(toStep), resumed: true };
       }
       const row = insertRun.get({ task_id: f.taskId, budget: JSON.stringify(budget), usage: JSON.stringify(ZERO_USAGE), now })!;
-      events.push(writer.append(f.taskId, 'run.started', f.agent, { run_id: row.id, budget }, now));
+      events.push(writer.append(f.taskId, 'run.started', f.agent, { run_id: row.id, budget: toWireBudget(budget) }, now));
       return { run: toRun(row), steps: [], resumed: false };
     },
     beginStep(f, input, now, events) {

@@ -1,8 +1,9 @@
 /** The embedded SQLite adapter of the TaskStore port. */
+import { resolve } from 'node:path';
 import type { ReadEventsQuery, SweepOptions, TaskStore, WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
 import { prepareClaim, prepareHeartbeat } from './claim.js';
-import { type Db, type Durability, openDatabase, retryBusy } from './connection.js';
+import { type Checkpointer, type Db, type Durability, isBusyError, openDatabase, retryBusy, startCheckpointer } from './connection.js';
 import { prepareCreate } from './create.js';
 import { prepareMoves } from './moves.js';
 import { prepareReads } from './reads.js';
@@ -19,6 +20,12 @@ export interface SqliteStoreOptions {
   now?: () => number;
   /** Interval of the data_version poll backing the file watch. @defaultValue 50 */
   watchFallbackMs?: number;
+  /**
+   * `background`: once this store has committed a few hundred times, WAL checkpoints run
+   * in a worker thread (see startCheckpointer) and commits no longer pay for them.
+   * `inline`: SQLite's own, in the commit that crosses the threshold. @defaultValue 'background'
+   */
+  checkpoints?: 'background' | 'inline';
 }
 
 export interface SqliteTaskStore extends TaskStore {
@@ -29,6 +36,9 @@ export interface SqliteTaskStore extends TaskStore {
   /** Runs `fn` in one BEGIN IMMEDIATE transaction, retrying on lock contention. */
   write<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>>;
 }
+
+/** Commits by this store before its background checkpointer starts. */
+const CHECKPOINTER_AFTER = 200;
 
 export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   const db = openDatabase({ path: opts.path, durability: opts.durability });
@@ -43,17 +53,48 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   const reads = prepareReads(db);
   const watcher = createChangeWatcher(db, opts.path, opts.watchFallbackMs);
 
-  // One reusable wrapper: better-sqlite3 rolls back when the body throws.
-  const tx = db.transaction((body: () => unknown) => body());
+  // One reusable wrapper: better-sqlite3 rolls back when the body throws. The body and its
+  // arguments are passed through, so a write allocates no closure for it.
+  const tx = db.transaction((body: (events: TaskEvent[], now: number) => unknown, events: TaskEvent[], at: number) => body(events, at));
 
-  async function write<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>> {
-    const outcome = await retryBusy(() => {
-      const events: TaskEvent[] = [];
-      const value = tx.immediate(() => fn(events, now())) as T;
-      return { value, events };
-    }, what);
+  // The background checkpointer starts with the first writes that show this process writes
+  // steadily (a one-shot CLI command never starts a thread for it).
+  let checkpointer: Checkpointer | undefined;
+  let commits = 0;
+  const background = opts.path !== ':memory:' && opts.checkpoints !== 'inline';
+  // Runs after a commit: it must not throw, or a committed write would be reported failed.
+  const committed = (): void => {
+    if (checkpointer !== undefined) checkpointer.noteCommit();
+    else if (background && ++commits === CHECKPOINTER_AFTER) {
+      try {
+        checkpointer = startCheckpointer(resolve(opts.path), opts.durability, db.pragma('wal_autocheckpoint', { simple: true }) as number);
+      } catch {
+        // No worker thread: SQLite's inline auto-checkpoint stays in charge.
+      }
+    }
+  };
+
+  function attempt<T>(fn: (events: TaskEvent[], now: number) => T): WriteOutcome<T> {
+    const events: TaskEvent[] = [];
+    const value = tx.immediate(fn, events, now()) as T;
+    committed();
+    return { value, events };
+  }
+
+  function write<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>> {
+    let outcome: WriteOutcome<T>;
+    try {
+      outcome = attempt(fn);
+    } catch (err) {
+      // Lock contention: retry with backoff (asynchronously). Anything else is the caller's.
+      if (!isBusyError(err)) return Promise.reject(err);
+      return retryBusy(() => attempt(fn), what).then((o) => {
+        if (o.events.length > 0) watcher.notifyLocal();
+        return o;
+      });
+    }
     if (outcome.events.length > 0) watcher.notifyLocal();
-    return outcome;
+    return Promise.resolve(outcome);
   }
 
   return {
@@ -76,6 +117,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     watch: (onChange) => watcher.subscribe(onChange),
     close: async () => {
       watcher.close();
+      // The checkpointer's connection closes first, so this one is the last and its close
+      // checkpoints the WAL and removes it as before.
+      await checkpointer?.close();
       if (db.open) db.close();
     },
   };

@@ -3,17 +3,31 @@ import { EngineError } from '../errors.js';
 import { checkMove, isAssignee, isFenced } from '../states.js';
 import type { SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Db } from './connection.js';
-import { type ApplyMove, reclaim } from './moves.js';
-import { type TaskRow, toTask } from './rows.js';
+import { type ApplyMove, moveParts, noMovesStaged, reclaim } from './moves.js';
+import { TASK_COLUMN_COUNT, TASK_COLUMNS, type TaskRow, rowOf, toTask } from './rows.js';
 
 export type Transition = (input: TransitionInput, now: number, events: TaskEvent[]) => Task;
 export type Sweep = (graceMs: number, now: number, events: TaskEvent[]) => SweepResult;
 
 export function prepareTransition(db: Db, apply: ApplyMove): Transition {
-  const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
+  // The row, and whether any task depends on it (a completion releases those), in one read.
+  const getRow = db
+    .prepare<[number], unknown[]>(
+      `SELECT ${TASK_COLUMNS}, EXISTS (SELECT 1 FROM task_deps WHERE depends_on = tasks.id) FROM tasks WHERE id = ?`,
+    )
+    .raw(true);
+  const parts = moveParts(apply);
+  // Every step is checked against the row as the previous step left it; the steps' events
+  // are appended in order, and the row is written once, in its final state (see MoveParts).
+  const stage = parts?.stage ?? apply;
+  const commit = parts?.commit ?? ((row: TaskRow) => row);
   return (input, now, events) => {
-    let row = getRow.get(input.taskId);
-    if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
+    const raw = getRow.get(input.taskId);
+    if (raw === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
+    let row = rowOf(raw);
+    const staged = noMovesStaged();
+    staged.head = row.last_event_id ?? 0; // read just now, in this transaction
+    staged.hasDependents = raw[TASK_COLUMN_COUNT] === 1;
     const steps = [{ to: input.to, actor: input.actor, reason: input.reason, result: input.result }, ...(input.then ?? [])];
     for (const step of steps) {
       // Fencing first: a token that is not the current one means the claim was lost,
@@ -32,9 +46,9 @@ export function prepareTransition(db: Db, apply: ApplyMove): Transition {
       }
       const verdict = checkMove(row, step.to, step.actor);
       if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id, state: row.state });
-      row = apply(row, { to: step.to, actor: step.actor.id, reason: step.reason, result: step.result }, now, events);
+      row = stage(row, { to: step.to, actor: step.actor.id, reason: step.reason, result: step.result }, now, events, staged);
     }
-    return toTask(row);
+    return toTask(commit(row, now, events, staged));
   };
 }
 
@@ -43,16 +57,20 @@ export function prepareSweep(db: Db, apply: ApplyMove): Sweep {
     `UPDATE tasks SET stale_since = @now
      WHERE lease_expires_at < @now AND stale_since IS NULL AND state IN ('claimed', 'in_progress')`,
   );
-  const expired = db.prepare<Record<string, unknown>, TaskRow>(
-    `SELECT * FROM tasks
-     WHERE lease_expires_at < @now AND stale_since <= @now - @grace AND state IN ('claimed', 'in_progress')
-     ORDER BY id`,
-  );
+  // Both statements reach the leased tasks through tasks_by_state: only claimed and
+  // in_progress tasks hold a lease, and there are few of them (one per busy worker).
+  const expired = db
+    .prepare<Record<string, unknown>, unknown[]>(
+      `SELECT ${TASK_COLUMNS} FROM tasks
+       WHERE lease_expires_at < @now AND stale_since <= @now - @grace AND state IN ('claimed', 'in_progress')
+       ORDER BY id`,
+    )
+    .raw(true);
   return (graceMs, now, events) => {
     // Phase 1 marks leases seen expired now; phase 2 reclaims those marked at least
     // graceMs ago that no heartbeat has renewed since (a heartbeat clears the mark).
     const result: SweepResult = { marked: mark.run({ now }).changes, requeued: [], failed: [] };
-    for (const row of expired.all({ now, grace: graceMs })) {
+    for (const row of expired.all({ now, grace: graceMs }).map(rowOf)) {
       const to = reclaim(apply, row, 'lease expired', now, events);
       (to === 'failed' ? result.failed : result.requeued).push(row.id);
     }

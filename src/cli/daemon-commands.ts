@@ -1,0 +1,68 @@
+/** `taskloop daemon`, and stop / pause / resume from any process. */
+import type { Command } from 'commander';
+import { createSqliteRunStore, type ControlState, type SqliteTaskStore } from '../engine/index.js';
+import { startDaemon } from '../workers/daemon.js';
+import { UsageError } from './context.js';
+import type { Run } from './task-commands.js';
+import { duration, integer, list, taskIdArg } from './parse.js';
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+export function registerDaemonCommands(program: Command, run: Run): void {
+  program
+    .command('daemon')
+    .description('run worker threads that claim and run tasks, until SIGINT or SIGTERM')
+    .option('--workers <n>', 'worker threads (default 2)')
+    .option('--agent <name>', 'the agent name the workers claim as (default daemon-HOST-PID)')
+    .option('--capabilities <list>', 'comma-separated capabilities the workers offer')
+    .option('--queue <q>', 'queue to serve (default: default)')
+    .option('--lease <duration>', 'lease of each claim, kept alive by the daemon’s heartbeat (default 30s)')
+    .option('--tools <module>', 'a module exporting `tools` to offer besides the built-in ones (repeatable)', collect)
+    .option('--grace <duration>', 'how long in-flight steps may take to finish at shutdown (default 10s)')
+    .option('--retain <duration>', 'compact the steps and events of tasks finished longer ago than this (default: keep all)')
+    .option('--sweep <cron>', 'when to run the stale sweep (default every 5 seconds: */5 * * * * *)')
+    .action(async (o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
+        const daemon = await startDaemon({
+          dbPath: ctx.dbPath,
+          durability: ctx.durability,
+          workers: o.workers === undefined ? undefined : integer(o.workers, '--workers'),
+          agent: o.agent,
+          capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
+          queue: o.queue,
+          leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
+          toolModules: o.tools,
+          sweepCron: o.sweep,
+          retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
+          log: (line) => ctx.log(line),
+        });
+        const shutdown = (signal: string) => {
+          ctx.log(`${signal}: stopping (grace ${graceMs} ms)`);
+          void daemon.stop(graceMs);
+        };
+        process.once('SIGINT', () => shutdown('SIGINT'));
+        process.once('SIGTERM', () => shutdown('SIGTERM'));
+        await daemon.stopped;
+        ctx.log('daemon stopped');
+      }),
+    );
+
+  const control = (name: string, state: ControlState, description: string) =>
+    program
+      .command(`${name} [ids...]`)
+      .description(description)
+      .option('--all', `${name} every live run`)
+      .option('--reason <text>', 'why, recorded on the event')
+      .action(async (ids: string[], o, cmd: Command) =>
+        run(cmd, async (ctx) => {
+          if ((ids.length === 0) === (o.all !== true)) throw new UsageError(`${name} needs task ids or --all (not both)`);
+          const runs = createSqliteRunStore(ctx.manager().store as SqliteTaskStore);
+          const affected = await runs.setControl({ target: o.all === true ? 'all' : ids.map(taskIdArg), state, actor: ctx.actor, reason: o.reason });
+          ctx.out({ state, tasks: affected }, () => (affected.length === 0 ? `no live run to ${name}` : `${name}: task ${affected.join(', ')}`));
+        }),
+      );
+  control('stop', 'stopped', 'stop runs (within one step, aborting the tool call in flight); --all is the emergency stop');
+  control('pause', 'paused', 'pause runs between steps (they keep their lease)');
+  control('resume', 'running', 'resume paused runs');
+}

@@ -1,0 +1,37 @@
+/** `taskloop tools` (every registered tool with its schema) and `taskloop mcp` (the task tools over MCP). */
+import type { Command } from 'commander';
+import { builtInTools } from '../tools/builtin.js';
+import { serveStdio } from '../tools/mcp-server.js';
+import { toOpenAiFunction } from '../tools/registry.js';
+import { taskTools } from '../tools/task-tools.js';
+import { UsageError } from './context.js';
+import type { Run } from './task-commands.js';
+
+export function registerToolCommands(program: Command, run: Run): void {
+  program
+    .command('tools')
+    .description('list every registered tool with its kind, risk and argument schema')
+    .option('--format <format>', 'openai (function-calling definitions) or json (default: a table, or json with --json)')
+    .action(async (o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        const tools = builtInTools();
+        const format = (o.format as string | undefined) ?? (ctx.json ? 'json' : 'table');
+        if (format === 'openai') return void ctx.stdout(JSON.stringify(tools.map(toOpenAiFunction), null, 2));
+        if (format === 'json') {
+          return void ctx.stdout(JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, kind: t.kind, risk: t.risk, idempotent: t.idempotent, timeout_ms: t.timeoutMs, max_output_bytes: t.maxOutputBytes, parameters: t.parameters })), null, 2));
+        }
+        if (format !== 'table') throw new UsageError(`--format must be openai or json, not '${format}'`);
+        ctx.stdout(tools.map((t) => `${t.name.padEnd(18)} ${t.kind.padEnd(5)} ${t.risk.padEnd(4)} ${t.description}`).join('\n'));
+      }),
+    );
+
+  program
+    .command('mcp')
+    .description('serve the task tools over MCP on stdin/stdout, acting as one agent')
+    .requiredOption('--agent <name>', 'the agent every call acts as')
+    .action(async (o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        await serveStdio({ agent: o.agent, manager: ctx.manager(), tools: taskTools });
+      }),
+    );
+}

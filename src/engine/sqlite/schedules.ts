@@ -1,0 +1,105 @@
+/** The SQLite adapter of the ScheduleStore port. */
+import { EngineError } from '../errors.js';
+import type { Schedule, ScheduleStore } from '../schedules.js';
+import { isTerminal } from '../states.js';
+import type { Card, TaskState } from '../types.js';
+import { DEFAULT_QUEUE, prepareCreate } from './create.js';
+import { createEventWriter } from './rows.js';
+import type { SqliteTaskStore } from './task-store.js';
+
+interface Row {
+  id: number;
+  cron: string;
+  title: string;
+  card: string;
+  queue: string;
+  catch_up: Schedule['catchUp'];
+  overlap: number;
+  creator: string;
+  creator_role: Schedule['creatorRole'];
+  last_fire_at: number;
+  last_task_id: number | null;
+  created_at: number;
+}
+
+const toSchedule = (r: Row): Schedule => ({
+  id: r.id,
+  cron: r.cron,
+  title: r.title,
+  card: JSON.parse(r.card) as Card,
+  queue: r.queue,
+  catchUp: r.catch_up,
+  overlap: r.overlap === 1,
+  creator: r.creator,
+  creatorRole: r.creator_role,
+  lastFireAt: r.last_fire_at,
+  lastTaskId: r.last_task_id,
+  createdAt: r.created_at,
+});
+
+export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore {
+  const { db, write } = store;
+  const writer = createEventWriter(db);
+  const create = prepareCreate(db, writer);
+  const insert = db.prepare<Record<string, unknown>, Row>(
+    `INSERT INTO schedules (cron, title, card, queue, catch_up, overlap, creator, creator_role, last_fire_at, created_at)
+     VALUES (@cron, @title, @card, @queue, @catch_up, @overlap, @creator, @creator_role, @now, @now) RETURNING *`,
+  );
+  const all = db.prepare<[], Row>('SELECT * FROM schedules ORDER BY id');
+  const get = db.prepare<[number], Row>('SELECT * FROM schedules WHERE id = ?');
+  const remove = db.prepare('DELETE FROM schedules WHERE id = ?');
+  const stateOf = db.prepare<[number], { state: TaskState }>('SELECT state FROM tasks WHERE id = ?');
+  const advance = db.prepare('UPDATE schedules SET last_fire_at = MAX(last_fire_at, ?), last_task_id = ? WHERE id = ?');
+
+  return {
+    addSchedule: async (input, creator) =>
+      (await write('add schedule', (events, now) => {
+        const row = insert.get({
+          cron: input.cron,
+          title: input.title,
+          card: JSON.stringify(input.card),
+          queue: input.queue ?? DEFAULT_QUEUE,
+          catch_up: input.catchUp ?? 'skip',
+          overlap: input.overlap === false ? 0 : 1,
+          creator: creator.id,
+          creator_role: creator.role,
+          now,
+        })!;
+        events.push(writer.append(null, 'schedule.added', creator.id, { schedule_id: row.id, cron: row.cron }, now));
+        return toSchedule(row);
+      })).value,
+    listSchedules: async () => all.all().map(toSchedule),
+    removeSchedule: async (id) => {
+      await write('remove schedule', (events, now) => {
+        if (remove.run(id).changes === 0) throw new EngineError('VALIDATION_FAILED', `schedule ${id} does not exist`, { schedule_id: id });
+        events.push(writer.append(null, 'schedule.removed', 'operator', { schedule_id: id }, now));
+      });
+    },
+    fireSchedule: async (id, fireTimes, advanceTo) =>
+      (await write('fire schedule', (events, now) => {
+        const result = { created: [] as number[], skipped: [] as number[] };
+        const row = get.get(id);
+        if (row === undefined) return result; // removed meanwhile
+        let lastTask = row.last_task_id;
+        for (const at of [...fireTimes].sort((a, b) => a - b)) {
+          if (at <= row.last_fire_at) continue; // another daemon handled it
+          const previous = lastTask === null ? undefined : stateOf.get(lastTask);
+          if (row.overlap === 0 && previous !== undefined && !isTerminal(previous.state)) {
+            events.push(writer.append(null, 'schedule.skipped', 'scheduler', { schedule_id: id, fire_time: new Date(at).toISOString(), reason: `task ${lastTask} is still ${previous.state}` }, now));
+            result.skipped.push(at);
+            continue;
+          }
+          const [made] = create(
+            [{ title: row.title, card: JSON.parse(row.card) as Card, queue: row.queue, idempotencyKey: `schedule:${id}:${new Date(at).toISOString()}` }],
+            { id: row.creator, role: row.creator_role },
+            now,
+            events,
+          );
+          lastTask = made!.task.id;
+          if (made!.created) result.created.push(made!.task.id);
+        }
+        advance.run(advanceTo, lastTask, id);
+        return result;
+      })).value,
+  };
+}

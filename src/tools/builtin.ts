@@ -1,0 +1,8 @@
+/** Every tool taskloop ships, in the order `taskloop tools` lists them. */
+import { basicTools } from './basic.js';
+import type { Tool } from './registry.js';
+import { taskTools } from './task-tools.js';
+
+export function builtInTools(): Tool[] {
+  return [...taskTools, ...basicTools];
+}

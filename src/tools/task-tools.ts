@@ -1,0 +1,147 @@
+/**
+ * The agent task tools (seed 002's five, plus task_get and task_heartbeat). The acting
+ * agent is `ctx.agent`, bound by whatever hosts the tool (a daemon worker, the MCP
+ * server); no argument names it, so a model cannot act as someone else. The engine's
+ * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
+ */
+import { z } from 'zod';
+import { type Actor, type TaskManager, TASK_STATES, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Tool, type ToolContext, defineTool } from './registry.js';
+
+function manager(ctx: ToolContext): TaskManager {
+  const tm = ctx.services.manager as TaskManager | undefined;
+  if (tm === undefined) throw new Error('task tools need services.manager');
+  return tm;
+}
+const me = (ctx: ToolContext): Actor => ({ id: ctx.agent, role: 'agent' });
+const taskId = z.int().positive().describe('the task id');
+const state = z.enum(TASK_STATES);
+
+export const taskCreate = defineTool({
+  name: 'task_create',
+  description: 'Create a task (state pending). You become its creator. Returns the task.',
+  kind: 'write',
+  args: z.strictObject({
+    title: z.string().min(1).max(500).describe('what the task is'),
+    card: z.record(z.string(), z.unknown()).optional().describe('the task card (goal, allowed_tools, acceptance, budget …)'),
+    priority: z.int().optional().describe('higher runs first; default 0'),
+    depends_on: z.array(taskId).optional().describe('tasks that must complete first'),
+    idempotency_key: z.string().min(1).max(100).optional().describe('the same key returns the same task'),
+    queue: z.string().optional(),
+    for_agent: z.string().optional().describe('only this agent may claim it'),
+    requires: z.array(z.string()).optional().describe('capabilities the claimer must have'),
+  }),
+  execute: async (a, ctx) => {
+    const { task, created } = await manager(ctx).createTask(
+      {
+        title: a.title,
+        card: a.card,
+        priority: a.priority,
+        dependsOn: a.depends_on,
+        idempotencyKey: a.idempotency_key,
+        queue: a.queue,
+        forAgent: a.for_agent,
+        requires: a.requires,
+      },
+      me(ctx),
+    );
+    return { ...toWireTask(task), created };
+  },
+});
+
+export const taskList = defineTool({
+  name: 'task_list',
+  description: 'List tasks: by default the pending ones you could claim and the ones assigned to you.',
+  kind: 'read',
+  args: z.strictObject({
+    states: z.array(state).optional().describe('only these states'),
+    mine: z.boolean().optional().describe('only tasks assigned to you'),
+    limit: z.int().min(1).max(200).optional(),
+  }),
+  execute: async (a, ctx) => {
+    const tm = manager(ctx);
+    const limit = a.limit ?? 50;
+    if (a.states === undefined && a.mine === undefined) {
+      const [pending, mine] = await Promise.all([
+        tm.findTasks({ states: ['pending'], limit }),
+        tm.findTasks({ assignee: ctx.agent, states: ['claimed', 'in_progress', 'waiting', 'review'], limit }),
+      ]);
+      return { pending: pending.map(toWireTask), assigned_to_you: mine.map(toWireTask) };
+    }
+    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? ctx.agent : undefined, limit });
+    return { tasks: tasks.map(toWireTask) };
+  },
+});
+
+export const taskClaim = defineTool({
+  name: 'task_claim',
+  description: 'Claim a pending task (the given one, or the best one for you). Returns it with its claim_token, which later calls must present.',
+  kind: 'write',
+  args: z.strictObject({
+    task_id: taskId.optional(),
+    queue: z.string().optional(),
+    capabilities: z.array(z.string()).optional(),
+    lease_seconds: z.int().min(1).max(86_400).optional(),
+  }),
+  execute: async (a, ctx) => {
+    const claimed = await manager(ctx).claimTask({
+      agent: ctx.agent,
+      taskId: a.task_id,
+      queue: a.queue,
+      capabilities: a.capabilities,
+      leaseMs: a.lease_seconds === undefined ? undefined : a.lease_seconds * 1000,
+    });
+    return claimed === null ? { claimed: null, message: 'nothing to claim' } : { claimed: toWireTask(claimed) };
+  },
+});
+
+export const taskTransition = defineTool({
+  name: 'task_transition',
+  description: 'Move a task to another state: claimed → in_progress → review, or waiting/failed. Present your claim_token while the task is claimed or in progress. You cannot pass your own review.',
+  kind: 'write',
+  args: z.strictObject({
+    task_id: taskId,
+    to: state,
+    claim_token: z.string().optional(),
+    reason: z.string().max(2000).optional(),
+  }),
+  execute: async (a, ctx) => toWireTask(await manager(ctx).transitionTask({ taskId: a.task_id, to: a.to, actor: me(ctx), claimToken: a.claim_token, reason: a.reason })),
+});
+
+export const taskCancel = defineTool({
+  name: 'task_cancel',
+  description: 'Cancel a task you created.',
+  kind: 'write',
+  args: z.strictObject({ task_id: taskId, reason: z.string().max(2000).optional() }),
+  execute: async (a, ctx) => toWireTask(await manager(ctx).cancelTask({ taskId: a.task_id, actor: me(ctx), reason: a.reason })),
+});
+
+export const taskGet = defineTool({
+  name: 'task_get',
+  description: 'One task with its events.',
+  kind: 'read',
+  args: z.strictObject({ task_id: taskId }),
+  execute: async (a, ctx) => {
+    const t = await manager(ctx).getTask(a.task_id);
+    return { ...toWireTask(t), events: t.events.map(toWireEvent) };
+  },
+});
+
+export const taskHeartbeat = defineTool({
+  name: 'task_heartbeat',
+  description: 'Extend the lease of your claim on a task.',
+  kind: 'write',
+  idempotent: true,
+  args: z.strictObject({ task_id: taskId, claim_token: z.string().min(1), lease_seconds: z.int().min(1).max(86_400).optional() }),
+  execute: async (a, ctx) => {
+    const { leaseExpiresAt } = await manager(ctx).heartbeat({
+      taskId: a.task_id,
+      agent: ctx.agent,
+      claimToken: a.claim_token,
+      leaseMs: a.lease_seconds === undefined ? undefined : a.lease_seconds * 1000,
+    });
+    return { task_id: a.task_id, lease_expires_at: new Date(leaseExpiresAt).toISOString() };
+  },
+});
+
+export const taskTools: Tool[] = [taskCreate, taskList, taskClaim, taskTransition, taskCancel, taskGet, taskHeartbeat];

@@ -1,0 +1,38 @@
+/** The worker-thread pool (the one module that imports piscina). */
+import { Piscina } from 'piscina';
+import type { WorkerConfig, WorkerReply, WorkerRequest } from './protocol.js';
+
+export interface Pool {
+  run(request: WorkerRequest): Promise<WorkerReply>;
+  destroy(): Promise<void>;
+}
+
+export interface PoolOptions {
+  threads: number;
+  config: WorkerConfig;
+  /** Errors not tied to a request (a thread that fails to load); the pool replaces the thread. */
+  onError(err: unknown): void;
+}
+
+// Threads always run the compiled entry; when this module itself runs from src/ (the test
+// runner), point at its build in dist/.
+const WORKER = new URL('./worker.js', import.meta.url).href.replace(/\/src\/workers\/worker\.js$/, '/dist/workers/worker.js');
+
+export function createPool(opts: PoolOptions): Pool {
+  const piscina = new Piscina<WorkerRequest, WorkerReply>({
+    filename: WORKER,
+    minThreads: opts.threads,
+    maxThreads: opts.threads,
+    idleTimeout: Number.MAX_SAFE_INTEGER,
+    concurrentTasksPerWorker: 1,
+    // Keep each thread's event loop running between tasks (its database watch, its timers).
+    atomics: 'async',
+    workerData: opts.config,
+  });
+  // Without a listener, a thread that fails to load takes the whole process down.
+  piscina.on('error', opts.onError);
+  return {
+    run: (request) => piscina.run(request),
+    destroy: () => piscina.destroy(),
+  };
+}

@@ -1,0 +1,27 @@
+/** The typed messages between the daemon's main thread and its worker threads. */
+import type { SerializedError } from '../engine/index.js';
+
+export interface WorkerConfig {
+  dbPath: string;
+  durability: 'normal' | 'full';
+  daemonId: string;
+  agent: string;
+  capabilities: string[];
+  queue: string;
+  leaseMs: number;
+  /** Extra tool modules (paths or specifiers), loaded in every thread; each exports `tools`. */
+  toolModules: string[];
+  breaker: { threshold: number; cooldownMs: number; probeTimeoutMs: number };
+}
+
+export type WorkerRequest = { type: 'work'; slotId: string };
+
+export type WorkerReply =
+  | { type: 'idle' }
+  | { type: 'ran'; taskId: number; runId: number; phase: string; stopReason: string }
+  | { type: 'lost'; taskId: number; error: SerializedError };
+
+/** Broadcast from the main thread to every worker of one daemon. */
+export type DaemonBroadcast = { type: 'drain' };
+
+export const channelName = (daemonId: string) => `taskloop:daemon:${daemonId}`;

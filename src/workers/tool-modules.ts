@@ -1,0 +1,27 @@
+/** Loading the tool set a worker offers: the built-in tools plus modules named in configuration. */
+import { isAbsolute, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { builtInTools } from '../tools/builtin.js';
+import { type Tool, type ToolRegistry, createToolRegistry } from '../tools/registry.js';
+
+function isTool(value: unknown): value is Tool {
+  const t = value as Tool;
+  return typeof t === 'object' && t !== null && typeof t.name === 'string' && typeof t.execute === 'function' && typeof t.parse === 'function';
+}
+
+/** Imports each module (a path, or a package specifier) and registers its exported `tools`. */
+export async function loadTools(modules: string[]): Promise<ToolRegistry> {
+  const registry = createToolRegistry(builtInTools());
+  for (const spec of modules) {
+    const url = spec.startsWith('.') || isAbsolute(spec) ? pathToFileURL(resolve(spec)).href : spec;
+    let mod: { tools?: unknown };
+    try {
+      mod = (await import(url)) as { tools?: unknown };
+    } catch (err) {
+      throw new Error(`tool module ${spec} failed to load: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    if (!Array.isArray(mod.tools) || !mod.tools.every(isTool)) throw new Error(`tool module ${spec} must export \`tools\`, an array of defineTool(...) results`);
+    registry.register(...mod.tools);
+  }
+  return registry;
+}

@@ -1,0 +1,86 @@
+/**
+ * A daemon worker thread (piscina entry). Each thread opens its own connection, claims a
+ * task for its slot, and drives the task loop to the end of the run. Everything a thread
+ * needs is set up once, on its first request.
+ */
+import { BroadcastChannel, workerData } from 'node:worker_threads';
+import {
+  type SqliteTaskStore,
+  type RunStore,
+  type TaskManager,
+  createSqliteRunStore,
+  createSqliteStore,
+  createTaskManager,
+  isEngineError,
+} from '../engine/index.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import { runTaskLoop } from './loop.js';
+import { createLlmPlanner } from './planners/llm.js';
+import { createScriptedPlanner } from './planners/scripted.js';
+import { type DaemonBroadcast, type WorkerConfig, type WorkerReply, type WorkerRequest, channelName } from './protocol.js';
+import { loadTools } from './tool-modules.js';
+
+interface ThreadState {
+  store: SqliteTaskStore;
+  tm: TaskManager;
+  runs: RunStore;
+  tools: ToolRegistry;
+}
+
+const config = workerData as WorkerConfig;
+let draining = false;
+let ready: Promise<ThreadState> | undefined;
+
+function setup(): Promise<ThreadState> {
+  ready ??= (async () => {
+    const tools = await loadTools(config.toolModules);
+    const store = createSqliteStore({ path: config.dbPath, durability: config.durability });
+    const channel = new BroadcastChannel(channelName(config.daemonId));
+    channel.onmessage = (message) => {
+      if ((message as { data: DaemonBroadcast }).data.type === 'drain') draining = true;
+    };
+    channel.unref();
+    return { store, tm: createTaskManager({ store }), runs: createSqliteRunStore(store), tools };
+  })();
+  return ready;
+}
+
+export default async function work(request: WorkerRequest): Promise<WorkerReply> {
+  const t = await setup();
+  if (draining) return { type: 'idle' };
+  const claim = await t.tm.claimTask({
+    agent: config.agent,
+    capabilities: config.capabilities,
+    queue: config.queue,
+    leaseMs: config.leaseMs,
+    workerId: request.slotId,
+    start: true,
+  });
+  if (claim === null) return { type: 'idle' };
+  const loop = runTaskLoop({
+    task: claim,
+    fence: { taskId: claim.id, claimToken: claim.claimToken, agent: config.agent },
+    runs: t.runs,
+    tools: t.tools,
+    planner: (card, made) => (card.planner === 'llm' ? createLlmPlanner({ model: card.model }) : createScriptedPlanner(card.script ?? [], made)),
+    services: { manager: t.tm, db: t.store.db },
+    breakerPolicy: config.breaker,
+    watch: (fn) => t.store.watch(fn),
+    now: Date.now,
+    draining: () => draining,
+    allowCommands: claim.creatorRole === 'operator',
+  });
+  try {
+    for (;;) {
+      const next = await loop.next();
+      if (next.done === true) {
+        const r = next.value;
+        return { type: 'ran', taskId: r.taskId, runId: r.runId, phase: r.phase, stopReason: r.stopReason };
+      }
+    }
+  } catch (err) {
+    // A lost claim (STALE_CLAIM) ends this worker's part: the new owner carries on.
+    if (isEngineError(err)) return { type: 'lost', taskId: claim.id, error: err.toJSON() };
+    throw err;
+  }
+}

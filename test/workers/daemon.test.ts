@@ -1,0 +1,152 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createSqliteRunStore, type SqliteTaskStore } from '../../src/engine/index.js';
+import { freshManager, operator, waitFor } from '../helpers.js';
+import { spawnCli } from '../cli/helpers.js';
+import { daemonCard, startDaemonProcess } from './daemon-helpers.js';
+
+describe('taskloop daemon', () => {
+  it('two daemons share one file: every task created by a third process runs exactly once', async () => {
+    const tm = freshManager();
+    const [a, b] = await Promise.all([startDaemonProcess(tm.path), startDaemonProcess(tm.path)]);
+    for (let i = 0; i < 20; i++) {
+      await tm.createTask({ title: `t${i}`, card: daemonCard({ script: [{ action: 'tool', tool: 'echo', args: { text: `n${i}` } }, { action: 'done' }], allowed_tools: ['echo'] }) }, operator);
+    }
+    await waitFor(async () => (await tm.stats()).byState.completed === 20, 30_000, 'all 20 tasks to complete');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    for (const t of await tm.findTasks({ limit: 100 })) {
+      const taskRuns = await runs.runsOf(t.id);
+      expect(taskRuns, `task ${t.id}`).toHaveLength(1);
+      expect(taskRuns[0]!.phase).toBe('completed');
+    }
+    const ran = [...a.lines, ...b.lines].filter((l) => /run \d+: completed/.test(l));
+    expect(ran).toHaveLength(20);
+    a.child.kill('SIGTERM');
+    b.child.kill('SIGTERM');
+    expect(await Promise.all([a.exited, b.exited])).toEqual([0, 0]);
+  });
+
+  it('SIGTERM releases the run in flight; another daemon resumes it after its last finished step', async () => {
+    const tm = freshManager();
+    const file = join(tm.path, '..', 'log.txt');
+    const first = await startDaemonProcess(tm.path, ['--grace', '5s']);
+    const { task } = await tm.createTask({ title: 'long', card: daemonCard({
+      allowed_tools: ['log_append', 'wait'],
+      budget: { max_steps: 10, max_write_calls: 5 },
+      script: [
+        { action: 'tool', tool: 'log_append', args: { file, line: 'before' } },
+        { action: 'tool', tool: 'wait', args: { ms: 300 } },
+        { action: 'tool', tool: 'log_append', args: { file, line: 'after' } },
+        { action: 'done' },
+      ],
+    }) }, operator);
+    await waitFor(() => existsSync(file), 20_000, 'the first write');
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    const released = await tm.getTask(task.id);
+    expect(released.state).toBe('pending');
+    expect(released.events.map((e) => e.type)).toContain('run.paused');
+
+    const second = await startDaemonProcess(tm.path);
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'completed', 20_000, 'the resumed run to complete');
+    expect(readFileSync(file, 'utf8')).toBe('before\nafter\n');
+    const types = (await tm.getTask(task.id)).events.map((e) => e.type);
+    expect(types.filter((t) => t === 'run.started')).toHaveLength(1);
+    expect(types).toContain('run.resumed');
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  });
+
+  it('a worker thread that crashes is replaced; its task comes back through the sweep; the daemon keeps serving', async () => {
+    const tm = freshManager();
+    const d = await startDaemonProcess(tm.path, ['--workers', '1', '--sweep', '* * * * * *']);
+    const crash = (await tm.createTask({ title: 'crash', card: daemonCard({ allowed_tools: ['crash_thread'], script: [{ action: 'tool', tool: 'crash_thread' }] }), maxAttempts: 1 }, operator)).task;
+    await d.waitForLine(/worker .* failed: crash_thread: boom/);
+    const fine = (await tm.createTask({ title: 'fine', card: daemonCard() }, operator)).task;
+    await waitFor(async () => (await tm.getTask(fine.id)).state === 'completed', 20_000, 'the next task to run');
+    await waitFor(async () => (await tm.getTask(crash.id)).state === 'failed', 20_000, 'the sweep to reclaim the crashed task');
+    expect((await tm.getTask(crash.id)).events.at(-1)).toMatchObject({ type: 'task.stale_reclaimed' });
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('a stop from the CLI reaches a run in another process and aborts its tool call', async () => {
+    const tm = freshManager();
+    const d = await startDaemonProcess(tm.path);
+    const { task } = await tm.createTask({ title: 'stoppable', card: daemonCard({ allowed_tools: ['wait', 'noop'], script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }) }, operator);
+    await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.step_started' && e.data.tool === 'wait'), 20_000, 'the wait to start');
+    const stopped = await spawnCli(['--db', tm.path, 'stop', String(task.id), '--reason', 'enough']);
+    expect(stopped).toMatchObject({ code: 0, stdout: `stop: task ${task.id}` });
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'cancelled', 10_000, 'the run to stop');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    expect((await runs.runsOf(task.id))[0]).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+    const usage = await spawnCli(['--db', tm.path, 'stop']);
+    expect(usage.code).toBe(2);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('pause and resume from the CLI park and continue a run in another process', async () => {
+    const tm = freshManager();
+    const d = await startDaemonProcess(tm.path);
+    const { task } = await tm.createTask({ title: 'pausable', card: daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 400 } }, { action: 'tool', tool: 'wait', args: { ms: 1 } }, { action: 'done' }] }) }, operator);
+    await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.step_started' && e.data.tool === 'wait'), 20_000, 'the first wait to start');
+    expect((await spawnCli(['--db', tm.path, 'pause', String(task.id)])).code).toBe(0);
+    await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.paused'), 10_000, 'the run to pause');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    expect((await runs.runsOf(task.id))[0]!.phase).toBe('paused');
+    expect((await tm.getTask(task.id)).state).toBe('in_progress'); // a paused run keeps its claim
+    expect((await spawnCli(['--db', tm.path, 'resume', String(task.id)])).code).toBe(0);
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'completed', 10_000, 'the run to finish after resume');
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('kill -9 of a daemon: another daemon restarts its tasks at once, losing nothing and running nothing twice', async () => {
+    const tm = freshManager();
+    const dir = join(tm.path, '..');
+    const victim = await startDaemonProcess(tm.path, ['--workers', '2']);
+    const ids: number[] = [];
+    for (let i = 0; i < 2; i++) {
+      const file = join(dir, `log${i}.txt`);
+      ids.push((await tm.createTask({ title: `t${i}`, card: daemonCard({
+        allowed_tools: ['log_append_once', 'wait'],
+        budget: { max_steps: 10, max_write_calls: 5 },
+        script: [
+          { action: 'tool', tool: 'log_append_once', args: { file, line: 'one' } },
+          { action: 'tool', tool: 'wait', args: { ms: 60_000 } },
+          { action: 'tool', tool: 'log_append_once', args: { file, line: 'two' } },
+          { action: 'done' },
+        ],
+      }) }, operator)).task.id);
+    }
+    await waitFor(async () => {
+      const tasks = await Promise.all(ids.map((id) => tm.getTask(id)));
+      return tasks.every((t) => t.events.some((e) => e.type === 'run.step_started' && e.data.tool === 'wait'));
+    }, 20_000, 'both runs to reach their wait');
+    const rescuer = await startDaemonProcess(tm.path, ['--workers', '2']);
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    for (const id of ids) {
+      await waitFor(async () => (await tm.getTask(id)).events.some((e) => e.type === 'task.stale_reclaimed'), 5000, `task ${id} to be reclaimed`);
+      const t = await tm.getTask(id);
+      expect(t.events.find((e) => e.type === 'task.stale_reclaimed')!.data.reason).toMatch(/is gone/);
+    }
+    // The resumed runs continue after their last finished step: the wait (interrupted, a read) runs again, 'one' is not written twice.
+    await rescuer.waitForLine(/task \d+ run \d+: /, 5000).catch(() => undefined);
+    await spawnCli(['--db', tm.path, 'stop', '--all']);
+    for (const [i, id] of ids.entries()) {
+      await waitFor(async () => (await tm.getTask(id)).state === 'cancelled', 10_000, `task ${id} to stop`).catch(async (err) => {
+        const t = await tm.getTask(id);
+        throw new Error(`${err.message}: ${t.state}\n${t.events.map((e) => `${e.type} ${JSON.stringify(e.data)}`).join('\n')}\n${rescuer.lines.join('\n')}`);
+      });
+      expect(readFileSync(join(dir, `log${i}.txt`), 'utf8')).toBe('one\n');
+      const types = (await tm.getTask(id)).events.map((e) => e.type);
+      expect(types.filter((t) => t === 'run.started')).toHaveLength(1);
+      expect(types).toContain('run.resumed');
+    }
+    rescuer.child.kill('SIGTERM');
+    expect(await rescuer.exited).toBe(0);
+  });
+});
