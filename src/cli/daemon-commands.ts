@@ -4,9 +4,14 @@ import { createSqliteRunStore, type ControlState, type SqliteTaskStore } from '.
 import { startDaemon } from '../workers/daemon.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
-import { duration, integer, list, taskIdArg } from './parse.js';
+import { duration, integer, jsonObjectFrom, list, taskIdArg } from './parse.js';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+function pluginSpecs(modules: string[] | undefined, configFile: string | undefined) {
+  const config = configFile === undefined ? {} : jsonObjectFrom(configFile, '--plugin-config');
+  return (modules ?? ['task_enforcer']).map((module) => ({ module, options: (config[module] as Record<string, unknown> | undefined) ?? {} }));
+}
 
 export function registerDaemonCommands(program: Command, run: Run): void {
   program
@@ -18,6 +23,8 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .option('--queue <q>', 'queue to serve (default: default)')
     .option('--lease <duration>', 'lease of each claim, kept alive by the daemon’s heartbeat (default 30s)')
     .option('--tools <module>', 'a module exporting `tools` to offer besides the built-in ones (repeatable)', collect)
+    .option('--plugin <module>', 'a plugin to load in every worker (repeatable; replaces the default task_enforcer unless it is named too)', collect)
+    .option('--plugin-config <file>', 'JSON object: plugin name or module → its options')
     .option('--grace <duration>', 'how long in-flight steps may take to finish at shutdown (default 10s)')
     .option('--retain <duration>', 'compact the steps and events of tasks finished longer ago than this (default: keep all)')
     .option('--sweep <cron>', 'when to run the stale sweep (default every 5 seconds: */5 * * * * *)')
@@ -33,6 +40,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
           queue: o.queue,
           leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
           toolModules: o.tools,
+          plugins: pluginSpecs(o.plugin, o.pluginConfig),
           sweepCron: o.sweep,
           retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
           log: (line) => ctx.log(line),

@@ -35,6 +35,8 @@ export interface DaemonOptions {
   /** @defaultValue 30000 */
   leaseMs?: number;
   toolModules?: string[];
+  /** Plugins loaded in every worker thread. @defaultValue [task_enforcer] */
+  plugins?: Array<{ module: string; options?: Record<string, unknown> }>;
   breaker?: Partial<WorkerConfig['breaker']>;
   /** @defaultValue every 5 seconds */
   sweepCron?: string;
@@ -88,6 +90,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     queue: opts.queue ?? 'default',
     leaseMs,
     toolModules: opts.toolModules ?? [],
+    plugins: opts.plugins ?? [{ module: 'task_enforcer' }],
     breaker: { threshold: 3, cooldownMs: 300_000, probeTimeoutMs: 60_000, ...opts.breaker },
   };
   await runs.registerDaemon({ id, host, pid: process.pid, agent: config.agent, threads });

@@ -1,9 +1,10 @@
 /**
  * The gate every proposed tool call passes before it runs, in order (DESIGN §5):
- * allowlist → argument schema → scope → write budget → breaker. (Hooks and approvals
- * follow in the plugin layer.) It fails closed: a check that cannot be made denies.
+ * allowlist → argument schema → scope → write budget → breaker → tool_before hooks.
+ * (Approval follows in the loop.) It fails closed: a check that cannot be made denies.
  */
 import { type Budget, type BreakerPolicy, type RunStore, type TaskCard, type Usage, isEngineError } from '../engine/index.js';
+import type { HookRegistry, ToolCallContext } from '../plugins/hooks.js';
 import type { Tool, ToolRegistry } from '../tools/registry.js';
 import { writeAllowed } from './budget.js';
 
@@ -21,6 +22,9 @@ export interface GateInput {
   usage: Usage;
   toolName: string;
   rawArgs: unknown;
+  hooks: HookRegistry;
+  /** What the hooks see of the call besides the tool and its arguments. */
+  call: Omit<ToolCallContext, 'tool' | 'kind' | 'risk' | 'args'>;
 }
 
 export async function gate(input: GateInput): Promise<GateVerdict> {
@@ -51,6 +55,18 @@ export async function gate(input: GateInput): Promise<GateVerdict> {
   }
   if (!verdict.allowed) {
     return { ok: false, reason: `tool ${toolName} is tripped (breaker ${verdict.state}); the run ends`, end: { phase: 'failed', stopReason: 'breaker' } };
+  }
+  const hooked = await input.hooks.toolBefore({ ...input.call, tool: tool.name, kind: tool.kind, risk: tool.risk, args });
+  if (!hooked.ok) return { ok: false, reason: hooked.reason };
+  // A hook may rewrite the arguments; the rewrite passes the same schema and scope checks.
+  if (hooked.args !== args) {
+    try {
+      args = tool.parse(hooked.args);
+    } catch (err) {
+      return { ok: false, reason: `a tool_before hook rewrote the arguments into invalid ones: ${isEngineError(err) ? err.message : String(err)}` };
+    }
+    const scopeProblem = tool.kind === 'write' ? checkScope(tool, args, card) : null;
+    if (scopeProblem !== null) return { ok: false, reason: `a tool_before hook rewrote the arguments out of scope: ${scopeProblem}` };
   }
   return { ok: true, tool, args, probe: verdict.probe };
 }

@@ -28,6 +28,7 @@ import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
+import { type HookRegistry, createHookRegistry } from '../plugins/hooks.js';
 
 export type TaskLoopEvent =
   | { type: 'run_started'; run: Run }
@@ -62,6 +63,8 @@ export interface LoopContext {
   draining?(): boolean;
   /** Whether command checks may run: the card came from an operator. @defaultValue false */
   allowCommands?: boolean;
+  /** Plugins' hooks. @defaultValue none */
+  hooks?: HookRegistry;
 }
 
 const PAUSE_RECHECK_MS = 1000;
@@ -85,11 +88,13 @@ function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove[] {
 
 export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEvent, RunResult, undefined> {
   const { runs, fence, tools } = ctx;
+  const hooks = ctx.hooks ?? createHookRegistry();
   const checked = checkCardWithTools(ctx.task.card, tools);
   const card = checked.ok ? checked.card : undefined;
   const opened = await runs.openRun(fence, budgetFromCard(card ?? ({ budget: {} } as TaskCard), ctx.now()));
   const run = opened.run;
   yield opened.resumed ? { type: 'run_resumed', run, reason: 'claimed again' } : { type: 'run_started', run };
+  await hooks.emit('run_start', { taskId: fence.taskId, runId: run.id, agent: fence.agent, resumed: opened.resumed });
 
   const state: LoopState = rebuildState(run, opened.steps, card ?? ({ loop: { repeat_limit: 3, idle_rounds: 6 } } as TaskCard), tools);
   const finish = async (phase: FinalPhase, stopReason: string, extra: { message?: string; acceptance?: AcceptanceReport; moves?: TaskMove[] } = {}) => {
@@ -106,6 +111,13 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     });
     const moves = extra.moves ?? movesFor(phase, extra.acceptance?.verdict === 'failed');
     await runs.finishRun(fence, { runId: run.id, phase, stopReason, envelope, usage: state.usage, moves, result: envelope });
+    // The loop runs its task in progress; each move of its ending is reported to the plugins.
+    let from: string = 'in_progress';
+    for (const move of moves) {
+      await hooks.emit('task_transition', { taskId: fence.taskId, from, to: move.to, actor: move.by === 'assignee' ? fence.agent : (move.systemActor ?? 'loop') });
+      from = move.to;
+    }
+    await hooks.emit('run_end', { taskId: fence.taskId, runId: run.id, agent: fence.agent, phase, stopReason });
     return { event: { type: 'run_finished' as const, envelope }, result: { runId: run.id, taskId: fence.taskId, phase, stopReason, envelope } };
   };
 
@@ -291,7 +303,18 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       // gate → execute
       const key = randomUUID();
       const actionStep = yield* step('action', decision.tool, decision.args, key);
-      const verdict = await gate({ card, tools, runs, breakerPolicy: ctx.breakerPolicy, budget: run.budget, usage: state.usage, toolName: decision.tool, rawArgs: decision.args });
+      const verdict = await gate({
+        card,
+        tools,
+        runs,
+        breakerPolicy: ctx.breakerPolicy,
+        budget: run.budget,
+        usage: state.usage,
+        toolName: decision.tool,
+        rawArgs: decision.args,
+        hooks,
+        call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
+      });
       if (!verdict.ok) {
         const refused = yield* settle(actionStep, 'rejected', { error: verdict.reason, durationMs: 0 });
         rejections.push({ tool: decision.tool, reason: verdict.reason });
@@ -306,6 +329,11 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       }
       const write = verdict.tool.kind === 'write';
       const out = await exec(verdict.tool.name, verdict.args, key);
+      await hooks.emit('tool_after', {
+        tool: verdict.tool.name, kind: verdict.tool.kind, risk: verdict.tool.risk, args: verdict.args, taskId: fence.taskId, runId: run.id,
+        agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services,
+        ok: out.ok, ...(out.ok ? { result: out.result } : { error: out.error }),
+      });
       if (write) state.usage.writeCalls++;
       if (!out.ok && out.aborted) {
         yield* settle(actionStep, 'failed', { error: out.error, durationMs: out.durationMs });

@@ -19,12 +19,15 @@ import { createLlmPlanner } from './planners/llm.js';
 import { createScriptedPlanner } from './planners/scripted.js';
 import { type DaemonBroadcast, type WorkerConfig, type WorkerReply, type WorkerRequest, channelName } from './protocol.js';
 import { loadTools } from './tool-modules.js';
+import type { HookRegistry } from '../plugins/hooks.js';
+import { loadPlugins } from '../plugins/load.js';
 
 interface ThreadState {
   store: SqliteTaskStore;
   tm: TaskManager;
   runs: RunStore;
   tools: ToolRegistry;
+  hooks: HookRegistry;
 }
 
 const config = workerData as WorkerConfig;
@@ -34,13 +37,14 @@ let ready: Promise<ThreadState> | undefined;
 function setup(): Promise<ThreadState> {
   ready ??= (async () => {
     const tools = await loadTools(config.toolModules);
+    const hooks = await loadPlugins(config.plugins);
     const store = createSqliteStore({ path: config.dbPath, durability: config.durability });
     const channel = new BroadcastChannel(channelName(config.daemonId));
     channel.onmessage = (message) => {
       if ((message as { data: DaemonBroadcast }).data.type === 'drain') draining = true;
     };
     channel.unref();
-    return { store, tm: createTaskManager({ store }), runs: createSqliteRunStore(store), tools };
+    return { store, tm: createTaskManager({ store }), runs: createSqliteRunStore(store), tools, hooks };
   })();
   return ready;
 }
@@ -69,6 +73,7 @@ export default async function work(request: WorkerRequest): Promise<WorkerReply>
     now: Date.now,
     draining: () => draining,
     allowCommands: claim.creatorRole === 'operator',
+    hooks: t.hooks,
   });
   try {
     for (;;) {

@@ -20,8 +20,10 @@ describe('taskloop daemon', () => {
       expect(taskRuns, `task ${t.id}`).toHaveLength(1);
       expect(taskRuns[0]!.phase).toBe('completed');
     }
-    const ran = [...a.lines, ...b.lines].filter((l) => /run \d+: completed/.test(l));
-    expect(ran).toHaveLength(20);
+    // Each daemon logs its runs; the lines may trail the database by a moment.
+    const ran = () => [...a.lines, ...b.lines].filter((l) => /run \d+: completed/.test(l));
+    await waitFor(() => ran().length >= 20, 10_000, 'the daemons to log 20 runs');
+    expect(ran()).toHaveLength(20);
     a.child.kill('SIGTERM');
     b.child.kill('SIGTERM');
     expect(await Promise.all([a.exited, b.exited])).toEqual([0, 0]);
@@ -88,9 +90,10 @@ describe('taskloop daemon', () => {
   });
 
   it('pause and resume from the CLI park and continue a run in another process', async () => {
+    // The first step takes long enough for the pause, from a process of its own, to land during it.
     const tm = freshManager();
     const d = await startDaemonProcess(tm.path);
-    const { task } = await tm.createTask({ title: 'pausable', card: daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 400 } }, { action: 'tool', tool: 'wait', args: { ms: 1 } }, { action: 'done' }] }) }, operator);
+    const { task } = await tm.createTask({ title: 'pausable', card: daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 2000 } }, { action: 'tool', tool: 'wait', args: { ms: 1 } }, { action: 'done' }] }) }, operator);
     await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.step_started' && e.data.tool === 'wait'), 20_000, 'the first wait to start');
     expect((await spawnCli(['--db', tm.path, 'pause', String(task.id)])).code).toBe(0);
     await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.paused'), 10_000, 'the run to pause');
