@@ -6,9 +6,11 @@
 import { Command, CommanderError } from 'commander';
 import { isEngineError } from '../engine/index.js';
 import { type CliContext, type GlobalOptions, UsageError, createContext } from './context.js';
+import { registerApprovalCommands } from './approval-commands.js';
 import { registerDaemonCommands } from './daemon-commands.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerScheduleCommands } from './schedule-commands.js';
+import { registerTicketCommands } from './ticket-commands.js';
 import { registerToolCommands } from './tool-commands.js';
 import { type Run, registerTaskCommands } from './task-commands.js';
 
@@ -72,8 +74,10 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   registerTaskCommands(program, run);
   registerEventCommands(program, run);
   registerDaemonCommands(program, run);
+  registerApprovalCommands(program, run);
   registerScheduleCommands(program, run);
   registerToolCommands(program, run);
+  registerTicketCommands(program, run);
   for (const sub of program.commands) sub.exitOverride();
 
   try {

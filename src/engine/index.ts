@@ -19,3 +19,4 @@ export { createSqliteRunStore } from './sqlite/run-store.js';
 export * from './cards.js';
 export type * from './schedules.js';
 export { createSqliteScheduleStore } from './sqlite/schedules.js';
+export type * from './approvals.js';

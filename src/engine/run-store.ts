@@ -14,7 +14,9 @@ import type {
   OpenRunResult,
   Run,
   Step,
+  Usage,
 } from './runs.js';
+import type { Approval, ApprovalState, DecideInput, ParkInput } from './approvals.js';
 import type { Actor, Task } from './types.js';
 
 export type BreakerState = 'closed' | 'open' | 'half_open';
@@ -92,6 +94,20 @@ export interface RunStore {
   /** Lets the leases held by one worker slot run out now, so the sweep returns its task. */
   expireSlot(slotId: string): Promise<void>;
   daemons(): Promise<DaemonRow[]>;
+
+  /** Parks the run on a new approval: run waiting_approval, task waiting (lease released). */
+  parkForApproval(fence: Fence, input: ParkInput, usage: Usage): Promise<Approval>;
+  approvalForStep(stepId: number): Promise<Approval | undefined>;
+  /** Parks the run again on an approval still pending (the task was re-queued before a decision). */
+  reparkForApproval(fence: Fence, approval: Approval): Promise<void>;
+  /** Marks an approved approval used, so it never covers a second call. */
+  useApproval(fence: Fence, approvalId: number): Promise<void>;
+  /** Approve or reject from any process; the task is re-queued so its run resumes. */
+  decideApproval(input: DecideInput): Promise<Approval>;
+  /** Expires pending approvals past their deadline (re-queuing their tasks); returns their ids. */
+  expireApprovals(): Promise<number[]>;
+  listApprovals(state?: ApprovalState, limit?: number): Promise<Approval[]>;
+  getApproval(id: number): Promise<Approval>;
 
   /** Deletes the steps and events of up to 500 tasks that finished before `before`; returns how many. */
   compact(before: number): Promise<number>;

@@ -24,7 +24,7 @@ export type FinalPhase = Exclude<RunPhase, 'running' | 'paused'>;
 
 export type StepKind = 'observe' | 'decide' | 'action';
 /** `unknown`: a write that started but whose outcome was lost in a crash. */
-export type StepStatus = 'started' | 'ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned';
+export type StepStatus = 'started' | 'ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned' | 'waiting_approval';
 
 /** Limits stored on the run when it starts; never reset by a resume. Null means unbounded. */
 export interface Budget {

@@ -2,7 +2,8 @@
 import { basicTools } from './basic.js';
 import type { Tool } from './registry.js';
 import { taskTools } from './task-tools.js';
+import { ticketTools } from './tickets.js';
 
 export function builtInTools(): Tool[] {
-  return [...taskTools, ...basicTools];
+  return [...taskTools, ...ticketTools, ...basicTools];
 }

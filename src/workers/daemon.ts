@@ -158,6 +158,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     every(opts.sweepCron ?? '*/5 * * * * *', async () => {
       const swept = await tm.sweep();
       if (swept.requeued.length + swept.failed.length > 0) log(`sweep: requeued ${swept.requeued.join(', ') || '-'}, failed ${swept.failed.join(', ') || '-'}`);
+      const expired = await runs.expireApprovals();
+      if (expired.length > 0) log(`approvals ${expired.join(', ')} expired`);
       if (opts.retainMs !== undefined) {
         const compacted = await runs.compact(Date.now() - opts.retainMs);
         if (compacted > 0) log(`retention: compacted the history of ${compacted} finished tasks`);

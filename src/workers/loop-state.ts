@@ -16,7 +16,12 @@ export interface LoopState {
   /** Decisions made so far (the scripted planner's position). */
   decisions: number;
   lastSeq: number;
+  /** A high-risk call was skipped because its approval expired and the card says degrade. */
+  degraded: boolean;
 }
+
+/** How a step skipped by an expired approval (on_expiry: degraded) is marked. */
+export const DEGRADED = 'approval expired; the call is skipped (degraded)';
 
 const SUMMARY_CHARS = 300;
 
@@ -46,10 +51,12 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
     summaries: [],
     decisions: 0,
     lastSeq: 0,
+    degraded: false,
   };
   for (const step of steps) {
     state.lastSeq = step.seq;
-    if (step.status === 'started') continue; // settled by the caller (see resumeUnfinished)
+    if (step.status === 'started' || step.status === 'waiting_approval') continue; // settled by the loop on resume
+    if (step.status === 'rejected' && step.error?.startsWith(DEGRADED) === true) state.degraded = true;
     state.summaries.push(summaryOf(step));
     if (step.kind === 'decide' && step.status === 'ok') state.decisions++;
     if (step.kind === 'observe' && step.status === 'ok' && step.tool !== null) state.trace.usedTools.push(step.tool);

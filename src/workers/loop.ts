@@ -4,7 +4,7 @@
  * acceptance as the only road to `completed`. One generator run drives one run of one
  * claimed task; every step is a persisted, fenced checkpoint.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import {
   type BreakerPolicy,
   type ControlState,
@@ -18,6 +18,7 @@ import {
   type TaskCard,
   type TaskMove,
   isEngineError,
+  parseDuration,
 } from '../engine/index.js';
 import type { ToolRegistry, ToolServices } from '../tools/registry.js';
 import { type AcceptanceReport, runAcceptance } from './acceptance.js';
@@ -26,7 +27,8 @@ import { checkCardWithTools } from './card-check.js';
 import { buildEnvelope } from './envelope.js';
 import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
-import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
+import { DEGRADED, type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
+import { canonical } from './detectors.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
 import { type HookRegistry, createHookRegistry } from '../plugins/hooks.js';
 
@@ -41,8 +43,11 @@ export type TaskLoopEvent =
 export interface RunResult {
   runId: number;
   taskId: number;
-  /** `released`: the daemon gave the task back (shutdown); the run stays open to be resumed. */
-  phase: FinalPhase | 'released';
+  /**
+   * `released`: the daemon gave the task back (shutdown); `waiting_approval`: the run is
+   * parked on an approval. In both the run stays open, to be resumed.
+   */
+  phase: FinalPhase | 'released' | 'waiting_approval';
   stopReason: string;
   envelope: Envelope | null;
 }
@@ -68,6 +73,11 @@ export interface LoopContext {
 }
 
 const PAUSE_RECHECK_MS = 1000;
+
+/** What an approval is bound to: this task, this tool, these canonical arguments. */
+export function fingerprint(taskId: number, tool: string, args: unknown): string {
+  return createHash('sha256').update(canonical({ task_id: taskId, tool, args })).digest('hex');
+}
 
 function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove[] {
   switch (phase) {
@@ -200,6 +210,43 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       }
     }
 
+    // A call parked on an approval: the decision says what happens to exactly that call.
+    for (const parked of opened.steps.filter((s) => s.status === 'waiting_approval')) {
+      const approval = await runs.approvalForStep(parked.id);
+      const tool = tools.get(parked.tool ?? '');
+      if (approval !== undefined) state.trace.pendingIds.push(`approval-${approval.id}`);
+      if (approval?.state === 'approved' && tool !== undefined) {
+        await runs.useApproval(fence, approval.id);
+        if (tool.kind === 'write') state.usage.writeCalls++;
+        const out = await exec(tool.name, approval.args, parked.idempotencyKey ?? randomUUID());
+        if (!(!out.ok && out.aborted)) await runs.breakerRecord(tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
+        if (out.ok) state.usage.consecutiveFailures = 0;
+        else state.usage.consecutiveFailures++;
+        const done = yield* settle(parked, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+        recordAction(state, done, tool.kind === 'write');
+        continue;
+      }
+      if (approval?.state === 'pending' && current() !== 'stopped') {
+        await runs.reparkForApproval(fence, approval);
+        yield { type: 'run_paused', reason: `still waiting for approval ${approval.id}` };
+        return { runId: run.id, taskId: fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null };
+      }
+      const expired = approval?.state === 'expired';
+      const degrade = expired && card.approval?.on_expiry === 'degraded';
+      const reason = degrade ? DEGRADED : approval === undefined ? 'its approval is missing' : `approval ${approval.id} ${approval.state}${approval.reason === null ? '' : `: ${approval.reason}`}`;
+      const refused = yield* settle(parked, 'rejected', { error: reason, durationMs: 0 });
+      recordAction(state, refused, tool?.kind === 'write');
+      if (degrade) {
+        state.degraded = true;
+        rejections.push({ tool: parked.tool ?? '', reason });
+      } else if (current() !== 'stopped') {
+        // (A stopped run is cancelled at the top of the loop instead.)
+        const fin = expired ? await finish('failed', 'approval_expired', { message: reason }) : await finish('rejected', 'approval_rejected', { message: reason });
+        yield fin.event;
+        return fin.result;
+      }
+    }
+
     for (;;) {
       if (abort.signal.aborted || current() === 'stopped') {
         const fin = await finish('cancelled', 'user_stop');
@@ -292,8 +339,11 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
           read: (tool, args) => exec(tool, args, randomUUID()),
           signal: abort.signal,
         });
-        const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : 'failed';
-        const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : 'acceptance_failed';
+        // A run that had to skip a high-risk call (its approval expired, the card says degrade)
+        // and then fails acceptance ends degraded: the report says what is missing and why.
+        const degraded = report.verdict === 'failed' && state.degraded;
+        const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : degraded ? 'degraded' : 'failed';
+        const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : degraded ? 'approval_expired' : 'acceptance_failed';
         const moves: TaskMove[] | undefined = report.verdict === 'await_manual' ? [{ to: 'review', by: 'assignee', reason: 'manual acceptance items' }] : undefined;
         const fin = await finish(phase, stopReason, { acceptance: report, moves, message: report.verdict === 'failed' ? `acceptance failed: ${[...report.failed, ...report.unreachable].join('; ')}` : undefined });
         yield fin.event;
@@ -328,6 +378,25 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         continue;
       }
       const write = verdict.tool.kind === 'write';
+      if (verdict.tool.risk === 'high' || (card.approval?.tools ?? []).includes(verdict.tool.name)) {
+        if (run.budget.maxPending !== null && state.usage.pending >= run.budget.maxPending) {
+          yield* settle(actionStep, 'rejected', { error: `the budget of ${run.budget.maxPending} pending approvals is spent`, durationMs: 0 });
+          const fin = await finish('budget_exhausted', 'max_pending');
+          yield fin.event;
+          return fin.result;
+        }
+        state.usage.pending++;
+        const approval = await runs.parkForApproval(fence, {
+          runId: run.id,
+          stepId: actionStep.id,
+          tool: verdict.tool.name,
+          args: verdict.args,
+          fingerprint: fingerprint(fence.taskId, verdict.tool.name, verdict.args),
+          expiresAt: card.approval?.expires_in === undefined ? null : ctx.now() + parseDuration(card.approval.expires_in),
+        }, state.usage);
+        yield { type: 'run_paused', reason: `waiting for approval ${approval.id}` };
+        return { runId: run.id, taskId: fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null };
+      }
       const out = await exec(verdict.tool.name, verdict.args, key);
       await hooks.emit('tool_after', {
         tool: verdict.tool.name, kind: verdict.tool.kind, risk: verdict.tool.risk, args: verdict.args, taskId: fence.taskId, runId: run.id,

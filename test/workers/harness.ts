@@ -4,12 +4,13 @@ import {
   type BreakerPolicy,
   type ClaimedTask,
   type RunStore,
+  type SqliteTaskStore,
   type TaskManager,
   createSqliteRunStore,
   createSqliteStore,
   createTaskManager,
 } from '../../src/engine/index.js';
-import { basicTools } from '../../src/tools/basic.js';
+import { builtInTools } from '../../src/tools/builtin.js';
 import { type Tool, type ToolRegistry, createToolRegistry } from '../../src/tools/registry.js';
 import { type LoopContext, type RunResult, type TaskLoopEvent, runTaskLoop } from '../../src/workers/loop.js';
 import { createScriptedPlanner } from '../../src/workers/planners/scripted.js';
@@ -42,7 +43,7 @@ export function harness(): Harness {
     path,
     tm,
     runs: createSqliteRunStore(store),
-    tools: createToolRegistry([...basicTools, ...(testTools as Tool[])]),
+    tools: createToolRegistry([...builtInTools(), ...(testTools as Tool[])]),
     other() {
       const s = createSqliteStore({ path });
       const m = createTaskManager({ store: s });
@@ -77,7 +78,7 @@ export function loopContext(h: Harness, claim: ClaimedTask, over: Partial<LoopCo
     runs: h.runs,
     tools: h.tools,
     planner: (c, made): Planner => createScriptedPlanner(c.script ?? [], made),
-    services: {},
+    services: { manager: h.tm, db: (h.tm.store as SqliteTaskStore).db },
     breakerPolicy: POLICY,
     watch: (fn) => h.tm.store.watch(fn),
     now: Date.now,

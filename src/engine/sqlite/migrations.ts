@@ -171,6 +171,44 @@ export const MIGRATIONS: readonly string[] = [
     created_at   INTEGER NOT NULL
   );
   `,
+  // 3: approvals (human in the loop), and the ticket demo's tables (seed 003/004).
+  `
+  CREATE TABLE approvals (
+    id          INTEGER PRIMARY KEY,
+    task_id     INTEGER NOT NULL REFERENCES tasks (id),
+    run_id      INTEGER NOT NULL REFERENCES runs (id),
+    step_id     INTEGER NOT NULL REFERENCES steps (id),
+    tool        TEXT    NOT NULL,
+    args        TEXT    NOT NULL,
+    fingerprint TEXT    NOT NULL,
+    state       TEXT    NOT NULL,
+    reason      TEXT,
+    created_at  INTEGER NOT NULL,
+    expires_at  INTEGER,
+    decided_at  INTEGER,
+    decided_by  TEXT
+  );
+  CREATE INDEX approvals_by_state ON approvals (state, id);
+  CREATE INDEX approvals_by_step ON approvals (step_id);
+
+  CREATE TABLE tickets (
+    id            TEXT PRIMARY KEY,
+    title         TEXT    NOT NULL,
+    status        TEXT    NOT NULL,
+    priority      TEXT    NOT NULL,
+    notified      INTEGER NOT NULL DEFAULT 0,
+    customer_note TEXT,
+    version       INTEGER NOT NULL DEFAULT 1,
+    updated_at    INTEGER NOT NULL
+  );
+  CREATE TABLE ticket_notifications (
+    id              INTEGER PRIMARY KEY,
+    ticket_id       TEXT    NOT NULL REFERENCES tickets (id),
+    message         TEXT    NOT NULL,
+    idempotency_key TEXT    NOT NULL UNIQUE,
+    created_at      INTEGER NOT NULL
+  );
+  `,
 ];
 
 export function migrate(db: Database): void {

@@ -1,5 +1,6 @@
 /** The SQLite adapter of the RunStore port, sharing the task store's connection and thread. */
 import type { RunStore } from '../run-store.js';
+import { prepareApprovals } from './approvals.js';
 import { prepareBreakers } from './breakers.js';
 import { prepareControls } from './controls.js';
 import { prepareDaemons } from './daemons.js';
@@ -18,6 +19,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const breakers = prepareBreakers(db, writer);
   const daemons = prepareDaemons(db, apply);
   const compact = prepareRetention(db, writer);
+  const approvals = prepareApprovals(db, writer, apply);
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
   return {
@@ -28,7 +30,13 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     finishRun: (f, input) => value(write('finish run', (ev, now) => runs.finishRun(f, input, now, ev))),
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => controls.get(taskId),
-    setControl: (request) => value(write('control', (ev, now) => controls.set(request, now, ev))),
+    setControl: (request) =>
+      value(write('control', (ev, now) => {
+        const affected = controls.set(request, now, ev);
+        // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
+        if (request.state === 'stopped') approvals.revokeUnused(request.target === 'all' ? 'all' : affected, now, ev);
+        return affected;
+      })),
     getRun: async (runId) => runs.getRun(runId),
     runsOf: async (taskId) => runs.runsOf(taskId),
     breakerAcquire: (tool, policy) => value(write('breaker', (ev, now) => breakers.acquire(tool, policy, now, ev))),
@@ -40,6 +48,14 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     reclaimDeadDaemons: (host, selfId, isAlive) => value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev))),
     expireSlot: (slotId) => value(write('expire slot', (_ev, now) => daemons.expireSlot(slotId, now))),
     daemons: async () => daemons.list(),
+    parkForApproval: (f, input, usage) => value(write('park', (ev, now) => approvals.park(runs.fence, f, input, usage, now, ev))),
+    approvalForStep: async (stepId) => approvals.forStep(stepId),
+    reparkForApproval: (f, approval) => value(write('repark', (ev, now) => approvals.repark(runs.fence, f, approval, now, ev))),
+    useApproval: (f, id) => value(write('use approval', (ev, now) => approvals.use(runs.fence, f, id, now, ev))),
+    decideApproval: (input) => value(write('decide approval', (ev, now) => approvals.decide(input, now, ev))),
+    expireApprovals: () => value(write('expire approvals', (ev, now) => approvals.expire(now, ev))),
+    listApprovals: async (state, limit = 100) => approvals.list(state, limit),
+    getApproval: async (id) => approvals.get(id),
     compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),
   };
 }

@@ -1,0 +1,155 @@
+/** Approvals in SQLite: parking a run on one, deciding it, expiring it, using it once. */
+import type { Approval, DecideInput, ParkInput } from '../approvals.js';
+import { EngineError } from '../errors.js';
+import type { Fence, Usage } from '../runs.js';
+import type { TaskEvent } from '../types.js';
+import type { Db } from './connection.js';
+import type { ApplyMove } from './moves.js';
+import { type EventWriter, type TaskRow, prepareGetRow } from './rows.js';
+
+interface Row {
+  id: number;
+  task_id: number;
+  run_id: number;
+  step_id: number;
+  tool: string;
+  args: string;
+  fingerprint: string;
+  state: Approval['state'];
+  reason: string | null;
+  created_at: number;
+  expires_at: number | null;
+  decided_at: number | null;
+  decided_by: string | null;
+}
+
+const toApproval = (r: Row): Approval => ({
+  id: r.id,
+  taskId: r.task_id,
+  runId: r.run_id,
+  stepId: r.step_id,
+  tool: r.tool,
+  args: JSON.parse(r.args) as Record<string, unknown>,
+  fingerprint: r.fingerprint,
+  state: r.state,
+  reason: r.reason,
+  createdAt: r.created_at,
+  expiresAt: r.expires_at,
+  decidedAt: r.decided_at,
+  decidedBy: r.decided_by,
+});
+
+export interface Approvals {
+  park(fence: (f: Fence) => TaskRow, f: Fence, input: ParkInput, usage: Usage, now: number, events: TaskEvent[]): Approval;
+  forStep(stepId: number): Approval | undefined;
+  repark(fence: (f: Fence) => TaskRow, f: Fence, approval: Approval, now: number, events: TaskEvent[]): void;
+  use(fence: (f: Fence) => TaskRow, f: Fence, approvalId: number, now: number, events: TaskEvent[]): void;
+  decide(input: DecideInput, now: number, events: TaskEvent[]): Approval;
+  expire(now: number, events: TaskEvent[]): number[];
+  revokeUnused(taskIds: number[] | 'all', now: number, events: TaskEvent[]): number;
+  list(state: Approval['state'] | undefined, limit: number): Approval[];
+  get(id: number): Approval;
+}
+
+export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove): Approvals {
+  const getRow = prepareGetRow(db);
+  const insert = db.prepare<Record<string, unknown>, Row>(
+    `INSERT INTO approvals (task_id, run_id, step_id, tool, args, fingerprint, state, created_at, expires_at)
+     VALUES (@task_id, @run_id, @step_id, @tool, @args, @fingerprint, 'pending', @now, @expires_at) RETURNING *`,
+  );
+  const byId = db.prepare<[number], Row>('SELECT * FROM approvals WHERE id = ?');
+  const byStep = db.prepare<[number], Row>('SELECT * FROM approvals WHERE step_id = ? ORDER BY id DESC LIMIT 1');
+  const setState = db.prepare('UPDATE approvals SET state = ?, reason = COALESCE(?, reason), decided_at = ?, decided_by = ? WHERE id = ?');
+  const parkStep = db.prepare("UPDATE steps SET status = 'waiting_approval' WHERE id = ?");
+  const parkRun = db.prepare("UPDATE runs SET phase = 'waiting_approval', usage = ? WHERE id = ?");
+  const due = db.prepare<[number], Row>("SELECT * FROM approvals WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY id");
+  const listAll = db.prepare<[number], Row>('SELECT * FROM approvals ORDER BY id DESC LIMIT ?');
+  const listState = db.prepare<[string, number], Row>('SELECT * FROM approvals WHERE state = ? ORDER BY id DESC LIMIT ?');
+  const unusedOf = db.prepare<[number], Row>("SELECT * FROM approvals WHERE task_id = ? AND state = 'approved'");
+  const unusedAll = db.prepare<[], Row>("SELECT * FROM approvals WHERE state = 'approved'");
+
+  /** A decided or expired approval puts its waiting task back in the queue, to be resumed. */
+  const requeue = (taskId: number, reason: string, now: number, events: TaskEvent[]) => {
+    const task = getRow(taskId);
+    if (task !== undefined && task.state === 'waiting') apply(task, { to: 'pending', actor: 'approval', reason }, now, events);
+  };
+
+  const get = (id: number): Row => {
+    const row = byId.get(id);
+    if (row === undefined) throw new EngineError('APPROVAL_NOT_FOUND', `approval ${id} does not exist`, { approval_id: id });
+    return row;
+  };
+
+  return {
+    park(fence, f, input, usage, now, events) {
+      const task = fence(f);
+      const row = insert.get({
+        task_id: f.taskId,
+        run_id: input.runId,
+        step_id: input.stepId,
+        tool: input.tool,
+        args: JSON.stringify(input.args),
+        fingerprint: input.fingerprint,
+        now,
+        expires_at: input.expiresAt,
+      })!;
+      parkStep.run(input.stepId);
+      parkRun.run(JSON.stringify(usage), input.runId);
+      events.push(writer.append(f.taskId, 'approval.requested', f.agent, { approval_id: row.id, run_id: input.runId, tool: input.tool, args: input.args, expires_at: input.expiresAt === null ? null : new Date(input.expiresAt).toISOString() }, now));
+      events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: input.runId, reason: `waiting for approval ${row.id}` }, now));
+      apply(task, { to: 'waiting', actor: f.agent, reason: `approval ${row.id} of ${input.tool}` }, now, events);
+      return toApproval(row);
+    },
+    repark(fence, f, approval, now, events) {
+      const task = fence(f);
+      db.prepare("UPDATE runs SET phase = 'waiting_approval' WHERE id = ?").run(approval.runId);
+      events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: approval.runId, reason: `still waiting for approval ${approval.id}` }, now));
+      apply(task, { to: 'waiting', actor: f.agent, reason: `approval ${approval.id} of ${approval.tool}` }, now, events);
+    },
+    forStep(stepId) {
+      const row = byStep.get(stepId);
+      return row === undefined ? undefined : toApproval(row);
+    },
+    use(fence, f, approvalId, now, events) {
+      fence(f);
+      const row = get(approvalId);
+      if (row.state !== 'approved') throw new EngineError('INVALID_TRANSITION', `approval ${approvalId} is ${row.state}, not approved`, { approval_id: approvalId });
+      setState.run('used', null, row.decided_at, row.decided_by, approvalId);
+      events.push(writer.append(f.taskId, 'approval.used', f.agent, { approval_id: approvalId }, now));
+    },
+    decide(input, now, events) {
+      const row = get(input.approvalId);
+      if (row.state !== 'pending') throw new EngineError('INVALID_TRANSITION', `approval ${row.id} is already ${row.state}`, { approval_id: row.id });
+      const task = getRow(row.task_id)!;
+      const { actor } = input;
+      if (actor.role === 'agent' && (actor.id !== task.creator || actor.id === task.assignee)) {
+        throw new EngineError('FORBIDDEN', `approval ${row.id}: only an operator or the task's creator (never its assignee) may decide it`, { approval_id: row.id });
+      }
+      const state = input.approve ? 'approved' : 'rejected';
+      setState.run(state, input.reason ?? null, now, actor.id, row.id);
+      events.push(writer.append(row.task_id, 'approval.decided', actor.id, { approval_id: row.id, decision: state, ...(input.reason === undefined ? {} : { reason: input.reason }) }, now));
+      requeue(row.task_id, `approval ${row.id} ${state}`, now, events);
+      return toApproval(byId.get(row.id)!);
+    },
+    expire(now, events) {
+      const expired: number[] = [];
+      for (const row of due.all(now)) {
+        setState.run('expired', 'expired before a decision', now, 'system', row.id);
+        events.push(writer.append(row.task_id, 'approval.decided', 'system', { approval_id: row.id, decision: 'expired' }, now));
+        requeue(row.task_id, `approval ${row.id} expired`, now, events);
+        expired.push(row.id);
+      }
+      return expired;
+    },
+    revokeUnused(taskIds, now, events) {
+      const rows = taskIds === 'all' ? unusedAll.all() : taskIds.flatMap((id) => unusedOf.all(id));
+      for (const row of rows) {
+        setState.run('revoked', 'revoked by stop', now, 'control', row.id);
+        events.push(writer.append(row.task_id, 'approval.decided', 'control', { approval_id: row.id, decision: 'revoked' }, now));
+      }
+      return rows.length;
+    },
+    list: (state, limit) => (state === undefined ? listAll.all(limit) : listState.all(state, limit)).map(toApproval),
+    get: (id) => toApproval(get(id)),
+  };
+}

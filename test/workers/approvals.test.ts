@@ -1,0 +1,148 @@
+import { describe, expect, it } from 'vitest';
+import type { SqliteTaskStore } from '../../src/engine/index.js';
+import { ticketStore } from '../../src/tools/tickets.js';
+import { type Harness, card, drive, harness, loopContext } from './harness.js';
+
+const operator = { id: 'operator', role: 'operator' } as const;
+
+/** Seed 003's ticket card, as in DESIGN §9. */
+function ticketCard(over: Record<string, unknown> = {}) {
+  return card({
+    goal: 'Raise T-1024 to urgent and notify on-call',
+    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
+    observe: { tool: 'get_ticket', args: { ticket_id: 'T-1024' } },
+    scope: { write_ticket_ids: ['T-1024'] },
+    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
+    approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: 'degraded' },
+    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: 'T-1024' } } },
+    acceptance: {
+      checks: [
+        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
+        { id: 'notify_ok', path: 'ticket.notified', equals: true },
+        { id: 'tools_ok', tools_subset: true },
+      ],
+      manual: [],
+    },
+    script: [
+      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: 'T-1024', priority: 'urgent' } },
+      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: 'T-1024', message: 'T-1024 is now urgent' } },
+      { action: 'done' },
+    ],
+    ...over,
+  });
+}
+
+function seeded(h: Harness) {
+  const tickets = ticketStore((h.tm.store as SqliteTaskStore).db);
+  tickets.seed();
+  return tickets;
+}
+
+/** Runs the task until it parks or ends, as a worker would; returns the loop's result. */
+async function runOnce(h: Harness, agent = 'worker') {
+  const claim = (await h.tm.claimTask({ agent, start: true }))!;
+  return drive(loopContext(h, claim));
+}
+
+describe('approvals', () => {
+  it('a high-risk call parks the run and the task; approve resumes it and runs exactly the approved call (seed 003 path 1: done)', async () => {
+    const h = harness();
+    const tickets = seeded(h);
+    await h.tm.createTask({ title: 'ticket', card: ticketCard() }, operator);
+    const parked = await runOnce(h);
+    expect(parked.result).toMatchObject({ phase: 'waiting_approval', stopReason: 'approval_required' });
+    const [approval] = await h.runs.listApprovals('pending');
+    expect(approval).toMatchObject({ tool: 'notify_oncall', args: { ticket_id: 'T-1024', message: 'T-1024 is now urgent' }, state: 'pending' });
+    const task = await h.tm.getTask(approval!.taskId);
+    expect(task).toMatchObject({ state: 'waiting', leaseExpiresAt: null });
+    expect((await h.runs.runsOf(task.id))[0]!.phase).toBe('waiting_approval');
+    expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
+
+    // The assignee can't approve its own call; an operator can.
+    await expect(h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: { id: 'worker', role: 'agent' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    await h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: operator });
+    expect((await h.tm.getTask(task.id)).state).toBe('pending');
+    const resumed = await runOnce(h, 'another-worker');
+    expect(resumed.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
+    expect(await h.runs.getApproval(approval!.id)).toMatchObject({ state: 'used' });
+    const env = resumed.result.envelope!;
+    expect(env.trace.pending_ids).toEqual([`approval-${approval!.id}`]);
+    expect(env.side_effects.map((s) => s.tool)).toEqual(['update_ticket_priority', 'notify_oncall']);
+    // Budgets were carried across the park: steps counted once each.
+    expect((await h.runs.runsOf(task.id))[0]!.usage).toMatchObject({ steps: 3, writeCalls: 2, pending: 1 });
+  });
+
+  it('an undecided approval leaves the run waiting (seed 003 path 2), and reject ends it rejected', async () => {
+    const h = harness();
+    const tickets = seeded(h);
+    await h.tm.createTask({ title: 'ticket', card: ticketCard() }, operator);
+    await runOnce(h);
+    expect(await h.tm.claimTask({ agent: 'w' })).toBeNull(); // nothing to do while it waits
+    const [approval] = await h.runs.listApprovals('pending');
+    await h.runs.decideApproval({ approvalId: approval!.id, approve: false, actor: operator, reason: 'not at night' });
+    const { result } = await runOnce(h);
+    expect(result).toMatchObject({ phase: 'rejected', stopReason: 'approval_rejected' });
+    expect(result.envelope!.message).toContain('not at night');
+    expect(tickets.get('T-1024').notified).toBe(false);
+    expect((await h.tm.getTask(approval!.taskId)).state).toBe('failed');
+  });
+
+  it('an approval that expires degrades the run when the card says so (seed 003 path 3), or fails it', async () => {
+    for (const onExpiry of ['degraded', 'failed'] as const) {
+      const h = harness();
+      const tickets = seeded(h);
+      await h.tm.createTask({ title: 'ticket', card: ticketCard({ approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: onExpiry } }) }, operator);
+      await runOnce(h);
+      const other = h.other();
+      // Thirty minutes pass: the approval's deadline is moved into the past, and the sweep of
+      // another process expires it.
+      const db = (h.tm.store as SqliteTaskStore).db;
+      db.prepare('UPDATE approvals SET expires_at = ?').run(Date.now() - 1);
+      expect(await other.runs.expireApprovals()).toHaveLength(1);
+      const { result } = await runOnce(h);
+      if (onExpiry === 'degraded') {
+        expect(result).toMatchObject({ phase: 'degraded', stopReason: 'approval_expired' });
+        expect(result.envelope!.acceptance).toMatchObject({ verdict: 'failed', failed: ['notify_ok'] });
+        expect((await h.tm.getTask(result.taskId)).state).toBe('completed');
+      } else {
+        expect(result).toMatchObject({ phase: 'failed', stopReason: 'approval_expired' });
+      }
+      expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
+    }
+  });
+
+  it('an approval is never reused for a different call; max_pending is enforced', async () => {
+    const h = harness();
+    seeded(h);
+    const twoNotes = ticketCard({
+      budget: { max_steps: 12, max_write_calls: 5, max_pending: 1 },
+      script: [
+        { action: 'tool', tool: 'notify_oncall', args: { ticket_id: 'T-1024', message: 'first' } },
+        { action: 'tool', tool: 'notify_oncall', args: { ticket_id: 'T-1024', message: 'second' } },
+        { action: 'done' },
+      ],
+    });
+    await h.tm.createTask({ title: 'two pages', card: twoNotes }, operator);
+    await runOnce(h);
+    const [first] = await h.runs.listApprovals('pending');
+    await h.runs.decideApproval({ approvalId: first!.id, approve: true, actor: operator });
+    const { result } = await runOnce(h);
+    // The second page differs in its arguments: it needs its own approval, which the budget no longer allows.
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'max_pending' });
+    expect((await h.runs.listApprovals(undefined)).map((a) => a.state)).toEqual(['used']);
+  });
+
+  it('stop --all revokes approvals granted but not yet used', async () => {
+    const h = harness();
+    seeded(h);
+    await h.tm.createTask({ title: 'ticket', card: ticketCard() }, operator);
+    await runOnce(h);
+    const [approval] = await h.runs.listApprovals('pending');
+    await h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: operator });
+    await h.runs.setControl({ target: 'all', state: 'stopped', actor: operator });
+    expect(await h.runs.getApproval(approval!.id)).toMatchObject({ state: 'revoked' });
+    const { result } = await runOnce(h);
+    expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+  });
+});
