@@ -7,6 +7,7 @@ import { Command, CommanderError } from 'commander';
 import { isEngineError } from '../engine/index.js';
 import { type CliContext, type GlobalOptions, UsageError, createContext } from './context.js';
 import { registerApprovalCommands } from './approval-commands.js';
+import { registerCardCommands } from './card-commands.js';
 import { registerDaemonCommands } from './daemon-commands.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerScheduleCommands } from './schedule-commands.js';
@@ -75,6 +76,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   registerEventCommands(program, run);
   registerDaemonCommands(program, run);
   registerApprovalCommands(program, run);
+  registerCardCommands(program, run);
   registerScheduleCommands(program, run);
   registerToolCommands(program, run);
   registerTicketCommands(program, run);

@@ -90,7 +90,8 @@ export type TaskCard = z.output<typeof cardSchema>;
 export type CardDecision = z.output<typeof decisionSchema>;
 export type AcceptanceCheck = z.output<typeof check>;
 
-export type CardCheck = { ok: true; card: TaskCard } | { ok: false; problems: string[] };
+/** `card` is set on a refusal too when the card parsed, so further checks can add their problems. */
+export type CardCheck = { ok: true; card: TaskCard } | { ok: false; problems: string[]; card?: TaskCard };
 
 /** Parses a card and checks the rules of seed 003 §2.1; lists every problem found. */
 export function checkCard(raw: unknown): CardCheck {
@@ -111,5 +112,5 @@ export function checkCard(raw: unknown): CardCheck {
   if (card.planner === 'scripted' && (card.script === undefined || card.script.length === 0)) {
     problems.push('script: a scripted card needs its decisions');
   }
-  return problems.length === 0 ? { ok: true, card } : { ok: false, problems };
+  return problems.length === 0 ? { ok: true, card } : { ok: false, problems, card };
 }

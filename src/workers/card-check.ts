@@ -4,9 +4,9 @@ import type { ToolRegistry } from '../tools/registry.js';
 
 export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck {
   const base = checkCard(raw);
-  if (!base.ok) return base;
+  if (base.card === undefined) return base;
   const { card } = base;
-  const problems: string[] = [];
+  const problems: string[] = base.ok ? [] : [...base.problems];
   for (const name of card.allowed_tools) {
     const tool = tools.get(name);
     if (tool === undefined) {
@@ -28,5 +28,5 @@ export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck
   for (const name of card.approval?.tools ?? []) {
     if (!card.allowed_tools.includes(name)) problems.push(`approval.tools: ${name} is not in allowed_tools`);
   }
-  return problems.length === 0 ? base : { ok: false, problems };
+  return problems.length === 0 ? { ok: true, card } : { ok: false, problems, card };
 }
