@@ -71,6 +71,8 @@ export interface RunStore {
   setPaused(fence: Fence, runId: number, paused: boolean, reason: string): Promise<void>;
   /** Ends the run with its envelope and moves the task, all in one transaction. */
   finishRun(fence: Fence, input: FinishRunInput): Promise<{ run: Run; task: Task }>;
+  /** Counts a restart of the run (cleared working memory, same budgets); returns the new count. */
+  recordRestart(fence: Fence, runId: number, reason: string): Promise<number>;
   /** Gives the task back (shutdown): it returns to pending, the run stays open to be resumed. */
   releaseRun(fence: Fence, runId: number, reason: string): Promise<void>;
 

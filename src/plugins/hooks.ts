@@ -38,9 +38,23 @@ export interface HookPayloads {
 
 export type HookHandler<H extends HookName> = (payload: HookPayloads[H]) => H extends 'tool_before' ? ToolBeforeResult | Promise<ToolBeforeResult> : void | Promise<void>;
 
+/** What a verifier scores: one planner answer in its context. */
+export interface VerifyInput {
+  goal: string;
+  decision: { action: string; tool?: string; args?: Record<string, unknown>; reason: string };
+  taskId: number;
+  runId: number;
+}
+
+/** 0 blocks the answer, 1 is weak (also blocked, counted apart), 2 or more passes. */
+export type Verdict = number | { score: number; reason?: string };
+export type Verifier = (input: VerifyInput) => Verdict | Promise<Verdict>;
+
 export interface PluginApi {
   /** Registers a handler; throws once registration is closed. */
   on<H extends HookName>(hook: H, handler: HookHandler<H>): void;
+  /** Registers a verifier of planner answers (the restart policy acts on its scores). */
+  verifier(fn: Verifier): void;
 }
 
 export interface Plugin {
@@ -64,6 +78,8 @@ export interface HookRegistry {
   readonly plugins: string[];
   /** Runs `tool_before` hooks in order; fails closed. */
   toolBefore(ctx: ToolCallContext, timeoutMs?: number): Promise<GateHookVerdict>;
+  /** Scores an answer with every verifier; the lowest score wins. Null when none is registered. A verifier that throws scores 0. */
+  verify(input: VerifyInput): Promise<{ score: number; reason: string; plugin: string } | null>;
   /** Runs observer hooks; a failure is reported, never thrown into the loop. */
   emit<H extends Exclude<HookName, 'tool_before'>>(hook: H, payload: HookPayloads[H]): Promise<void>;
 }
@@ -78,6 +94,7 @@ export interface HookRegistryOptions {
 export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry {
   const handlers = new Map<HookName, Registered[]>(HOOK_NAMES.map((h) => [h, []]));
   const plugins: string[] = [];
+  const verifiers: Array<{ plugin: string; fn: Verifier }> = [];
   let closed = false;
   const report =
     opts.onError ?? ((plugin, hook, err) => process.stderr.write(`taskloop: plugin ${plugin} failed in ${hook}: ${err instanceof Error ? err.message : String(err)}\n`));
@@ -97,6 +114,12 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
           if (!HOOK_NAMES.includes(hook)) throw new Error(`plugin ${plugin.name}: unknown hook '${String(hook)}' (hooks: ${HOOK_NAMES.join(', ')})`);
           if (typeof handler !== 'function') throw new Error(`plugin ${plugin.name}: the ${hook} handler is not a function`);
           handlers.get(hook)!.push({ plugin: plugin.name, handler: handler as (payload: never) => unknown });
+          count++;
+        },
+        verifier(fn) {
+          if (closed) throw new Error(`plugin ${plugin.name}: cannot register a verifier after start-up`);
+          if (typeof fn !== 'function') throw new Error(`plugin ${plugin.name}: the verifier is not a function`);
+          verifiers.push({ plugin: plugin.name, fn });
           count++;
         },
       };
@@ -134,6 +157,24 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
         }
       }
       return { ok: true, args };
+    },
+    async verify(input) {
+      let worst: { score: number; reason: string; plugin: string } | null = null;
+      for (const { plugin, fn } of verifiers) {
+        let score: number;
+        let reason: string;
+        try {
+          const verdict = await fn(input);
+          score = typeof verdict === 'number' ? verdict : verdict.score;
+          reason = typeof verdict === 'number' ? `score ${verdict}` : (verdict.reason ?? `score ${verdict.score}`);
+          if (!Number.isFinite(score)) throw new Error(`returned ${String(score)}, not a score`);
+        } catch (err) {
+          score = 0;
+          reason = `the verifier failed (${err instanceof Error ? err.message : String(err)})`;
+        }
+        if (worst === null || score < worst.score) worst = { score, reason, plugin };
+      }
+      return worst;
     },
     async emit(hook, payload) {
       for (const { plugin, handler } of handlers.get(hook)!) {

@@ -28,7 +28,7 @@ import { buildEnvelope } from './envelope.js';
 import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
 import { DEGRADED, type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
-import { canonical } from './detectors.js';
+import { canonical, createDetectors } from './detectors.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
 import { type HookRegistry, createHookRegistry } from '../plugins/hooks.js';
 
@@ -73,6 +73,8 @@ export interface LoopContext {
 }
 
 const PAUSE_RECHECK_MS = 1000;
+/** Restarts the restart policy grants a run before it asks for input. */
+export const MAX_RESTARTS = 3;
 
 /** What an approval is bound to: this task, this tool, these canonical arguments. */
 export function fingerprint(taskId: number, tool: string, args: unknown): string {
@@ -161,6 +163,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     return tool === undefined ? [] : [{ name, description: tool.description, kind: tool.kind, parameters: tool.parameters }];
   });
   let rejections: Array<{ tool: string; reason: string }> = [];
+  const answers = { blocked: 0, weak: 0 };
 
   const exec = (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> =>
     executeTool(tools.get(toolName)!, args, { taskId: fence.taskId, runId: run.id, agent: fence.agent, idempotencyKey: key, services: ctx.services }, abort.signal);
@@ -324,6 +327,41 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       rejections = [];
       const { decision } = decided;
       yield* settle(decideStep, 'ok', { result: decision, durationMs: performance.now() - t0, tokens });
+
+      // The restart policy (seed 002's adversarial solver, generalised): verifiers score each
+      // answer; a blocked or weak answer is not acted on, and repeated ones restart the run.
+      const verdictOf = await hooks.verify({ goal: card.goal, decision, taskId: fence.taskId, runId: run.id });
+      if (verdictOf !== null && verdictOf.score < 2) {
+        const weak = verdictOf.score >= 1;
+        if (weak) answers.weak++;
+        else answers.blocked++;
+        const why = `${weak ? 'weak answer' : 'answer blocked'} (verifier ${verdictOf.plugin}: ${verdictOf.reason})`;
+        rejections.push({ tool: decision.action === 'tool' ? decision.tool : decision.action, reason: why });
+        if (answers.blocked >= 2 || answers.weak >= 3) {
+          const cause = answers.blocked >= 2 ? 'two answers were blocked' : 'three answers were weak';
+          answers.blocked = 0;
+          answers.weak = 0;
+          const restarts = await runs.recordRestart(fence, run.id, `${cause}: ${verdictOf.reason}`);
+          const requirements = `every answer must pass verifier ${verdictOf.plugin} with a score of 2 or more`;
+          if (restarts > MAX_RESTARTS) {
+            const fin = await finish('waiting_input', 'restart_limit', {
+              message: `stopped after ${MAX_RESTARTS} restarts. Reason: ${cause} (${verdictOf.reason}). Requirements: ${requirements}. Original goal: ${card.goal}`,
+            });
+            yield fin.event;
+            return fin.result;
+          }
+          // Cleared working memory: the planner starts over from the goal; budgets keep their counts.
+          state.summaries = [];
+          state.detectors = createDetectors(card.loop.repeat_limit, card.loop.idle_rounds);
+          rejections = [{ tool: 'restart', reason: `restart ${restarts} of ${MAX_RESTARTS}. Reason: ${cause} (${verdictOf.reason}). Requirements: ${requirements}. Original goal: ${card.goal}` }];
+          await hooks.emit('session_reset', { taskId: fence.taskId, runId: run.id, reason: cause });
+        }
+        continue;
+      }
+      if (verdictOf !== null) {
+        answers.blocked = 0;
+        answers.weak = 0;
+      }
 
       if (decision.action === 'fail') {
         const fin = await finish('failed', 'planner_fail', { message: decision.reason });

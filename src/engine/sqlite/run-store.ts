@@ -28,6 +28,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     finishStep: (f, input) => value(write('finish step', (ev, now) => runs.finishStep(f, input, now, ev))),
     setPaused: (f, runId, paused, reason) => value(write('pause run', (ev, now) => runs.setPaused(f, runId, paused, reason, now, ev))),
     finishRun: (f, input) => value(write('finish run', (ev, now) => runs.finishRun(f, input, now, ev))),
+    recordRestart: (f, runId, reason) => value(write('restart run', (ev, now) => runs.recordRestart(f, runId, reason, now, ev))),
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => controls.get(taskId),
     setControl: (request) =>

@@ -87,6 +87,7 @@ export interface RunWrites {
   setPaused(f: Fence, runId: number, paused: boolean, reason: string, now: number, events: TaskEvent[]): void;
   finishRun(f: Fence, input: FinishRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
   releaseRun(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): void;
+  recordRestart(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): number;
   getRun(runId: number): Run & { steps: Step[] };
   runsOf(taskId: number): Run[];
 }
@@ -220,6 +221,14 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       });
       clearControl.run(f.taskId);
       return { run: toRun(run), task: toTask(task) };
+    },
+    recordRestart(f, runId, reason, now, events) {
+      fence(f);
+      const run = runOf(f, runId);
+      const restarts = run.restarts + 1;
+      db.prepare('UPDATE runs SET restarts = ? WHERE id = ?').run(restarts, runId);
+      events.push(writer.append(f.taskId, 'run.restarted', f.agent, { run_id: runId, restart: restarts, reason }, now));
+      return restarts;
     },
     releaseRun(f, runId, reason, now, events) {
       const task = fence(f);
