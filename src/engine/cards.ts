@@ -23,6 +23,7 @@ export const decisionSchema = z.discriminatedUnion('action', [
   z.strictObject({ action: z.literal('tool'), tool: toolName, args: args.default({}), reason: z.string().optional() }),
   z.strictObject({ action: z.literal('done'), reason: z.string().optional() }),
   z.strictObject({ action: z.literal('fail'), reason: z.string().optional() }),
+  z.strictObject({ action: z.literal('replan'), card: args, reason: z.string().optional() }),
 ]);
 
 const check = z.union([

@@ -8,12 +8,10 @@ export interface Trace {
   sideEffects: SideEffect[];
   evidence: string[];
   pendingIds: string[];
-  completed: string[];
-  pending: string[];
 }
 
 export function emptyTrace(): Trace {
-  return { usedTools: [], rejectedCalls: [], sideEffects: [], evidence: [], pendingIds: [], completed: [], pending: [] };
+  return { usedTools: [], rejectedCalls: [], sideEffects: [], evidence: [], pendingIds: [] };
 }
 
 const RESUME: Record<FinalPhase, string> = {
@@ -39,6 +37,8 @@ export interface EnvelopeInput {
   acceptance?: unknown;
   message?: string;
   progress?: unknown;
+  /** Plan items: their ids fill goal_progress (done → completed, the rest → pending). */
+  plan?: Array<{ id: string; status: string; evidence: string[] }>;
   resumeCondition?: string;
 }
 
@@ -49,9 +49,12 @@ export function buildEnvelope(input: EnvelopeInput): Envelope {
     task_id: input.taskId,
     phase: input.phase,
     stop_reason: input.stopReason,
-    goal_progress: { completed: [...trace.completed], pending: [...trace.pending] },
+    goal_progress:
+      input.plan === undefined
+        ? { completed: [...trace.evidence], pending: [] }
+        : { completed: input.plan.filter((i) => i.status === 'done').map((i) => i.id), pending: input.plan.filter((i) => i.status !== 'done').map((i) => i.id) },
     side_effects: trace.sideEffects.map((s) => ({ ...s })),
-    evidence: [...trace.evidence],
+    evidence: input.plan === undefined ? [...trace.evidence] : [...trace.evidence, ...input.plan.flatMap((i) => i.evidence.map((e) => `${i.id}: ${e}`))],
     acceptance: input.acceptance ?? null,
     trace: {
       used_tools: [...new Set(trace.usedTools)],

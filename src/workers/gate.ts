@@ -23,6 +23,8 @@ export interface GateInput {
   toolName: string;
   rawArgs: unknown;
   hooks: HookRegistry;
+  /** The current plan item's refusal of this tool, if any (it narrows the allowlist). */
+  planRefusal?: string | null;
   /** What the hooks see of the call besides the tool and its arguments. */
   call: Omit<ToolCallContext, 'tool' | 'kind' | 'risk' | 'args'>;
 }
@@ -32,6 +34,7 @@ export async function gate(input: GateInput): Promise<GateVerdict> {
   if (!card.allowed_tools.includes(toolName)) {
     return { ok: false, reason: `${toolName} is not in the card's allowed_tools (${card.allowed_tools.join(', ')})` };
   }
+  if (input.planRefusal !== undefined && input.planRefusal !== null) return { ok: false, reason: input.planRefusal };
   const tool = input.tools.get(toolName);
   if (tool === undefined) return { ok: false, reason: `${toolName} is not a registered tool` };
   let args: Record<string, unknown>;

@@ -7,6 +7,7 @@ import type { ToolRegistry } from '../tools/registry.js';
 import { type DetectorState, createDetectors, observeRound } from './detectors.js';
 import { type Trace, emptyTrace } from './envelope.js';
 import type { StepSummary } from './planner.js';
+import { type PlanState, planFromCard, recordPlanCall, replan } from './plan.js';
 
 export interface LoopState {
   usage: Usage;
@@ -18,6 +19,7 @@ export interface LoopState {
   lastSeq: number;
   /** A high-risk call was skipped because its approval expired and the card says degrade. */
   degraded: boolean;
+  plan: PlanState;
 }
 
 /** How a step skipped by an expired approval (on_expiry: degraded) is marked. */
@@ -52,13 +54,18 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
     decisions: 0,
     lastSeq: 0,
     degraded: false,
+    plan: planFromCard(card),
   };
   for (const step of steps) {
     state.lastSeq = step.seq;
     if (step.status === 'started' || step.status === 'waiting_approval') continue; // settled by the loop on resume
     if (step.status === 'rejected' && step.error?.startsWith(DEGRADED) === true) state.degraded = true;
     state.summaries.push(summaryOf(step));
-    if (step.kind === 'decide' && step.status === 'ok') state.decisions++;
+    if (step.kind === 'decide' && step.status === 'ok') {
+      state.decisions++;
+      const decision = step.result as { action?: string; card?: Record<string, unknown> } | null;
+      if (decision?.action === 'replan' && decision.card !== undefined) replan(state.plan, decision.card);
+    }
     if (step.kind === 'observe' && step.status === 'ok' && step.tool !== null) state.trace.usedTools.push(step.tool);
     if (step.kind !== 'action' || step.tool === null) continue;
     recordAction(state, step, tools.get(step.tool)?.kind === 'write');
@@ -79,6 +86,7 @@ export function recordAction(state: LoopState, step: Step, write: boolean) {
   }
   if (step.status === 'abandoned') return null;
   const ok = step.status === 'ok';
+  recordPlanCall(state.plan, tool, ok, step.seq);
   if (ok) {
     state.trace.usedTools.push(tool);
     if (write) state.trace.sideEffects.push({ tool, args: step.args, seq: step.seq, status: 'done' });

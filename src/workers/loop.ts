@@ -30,6 +30,7 @@ import { gate } from './gate.js';
 import { DEGRADED, type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { canonical, createDetectors } from './detectors.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
+import { checkPlanAction, progressVector, replan } from './plan.js';
 import { type HookRegistry, createHookRegistry } from '../plugins/hooks.js';
 
 export type TaskLoopEvent =
@@ -109,6 +110,13 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   await hooks.emit('run_start', { taskId: fence.taskId, runId: run.id, agent: fence.agent, resumed: opened.resumed });
 
   const state: LoopState = rebuildState(run, opened.steps, card ?? ({ loop: { repeat_limit: 3, idle_rounds: 6 } } as TaskCard), tools);
+  const progress = () =>
+    progressVector(state.plan, {
+      openQuestions: state.trace.sideEffects.filter((s) => s.status === 'unknown').length,
+      evidence: state.plan.items.length > 0 ? state.plan.items.reduce((n, i) => n + i.evidence.length, 0) : state.trace.evidence.length,
+      stateVersion: state.detectors.stateVersion,
+      consecutiveFailures: state.usage.consecutiveFailures,
+    });
   const finish = async (phase: FinalPhase, stopReason: string, extra: { message?: string; acceptance?: AcceptanceReport; moves?: TaskMove[] } = {}) => {
     const envelope = buildEnvelope({
       runId: run.id,
@@ -120,6 +128,8 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       checkpointVersion: state.lastSeq,
       acceptance: extra.acceptance,
       message: extra.message,
+      progress: progress(),
+      plan: state.plan.items.length > 0 ? state.plan.items : undefined,
     });
     const moves = extra.moves ?? movesFor(phase, extra.acceptance?.verdict === 'failed');
     await runs.finishRun(fence, { runId: run.id, phase, stopReason, envelope, usage: state.usage, moves, result: envelope });
@@ -175,7 +185,16 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     return started;
   }
   async function* settle(started: Step, status: Step['status'] & ('ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned'), out: { result?: unknown; error?: string; durationMs: number; tokens?: number }): AsyncGenerator<TaskLoopEvent, Step, undefined> {
-    const finished = await runs.finishStep(fence, { stepId: started.id, status, result: out.result, error: out.error, durationMs: out.durationMs, tokens: out.tokens, usage: state.usage });
+    const finished = await runs.finishStep(fence, {
+      stepId: started.id,
+      status,
+      result: out.result,
+      error: out.error,
+      durationMs: out.durationMs,
+      tokens: out.tokens,
+      usage: state.usage,
+      eventData: { progress: progress() },
+    });
     state.summaries.push(summaryOf(finished));
     yield { type: 'step_finished', step: finished };
     return finished;
@@ -388,6 +407,16 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         return fin.result;
       }
 
+      if (decision.action === 'replan') {
+        const outcome = replan(state.plan, decision.card);
+        if (!outcome.ok) {
+          const reason = outcome.problems.join('; ');
+          state.trace.rejectedCalls.push({ tool: 'replan', args: decision.card, reason, seq: decideStep.seq });
+          rejections.push({ tool: 'replan', reason });
+        }
+        continue;
+      }
+
       // gate → execute
       const key = randomUUID();
       const actionStep = yield* step('action', decision.tool, decision.args, key);
@@ -400,6 +429,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         usage: state.usage,
         toolName: decision.tool,
         rawArgs: decision.args,
+        planRefusal: checkPlanAction(state.plan, decision.tool),
         hooks,
         call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
       });
@@ -452,6 +482,12 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       else spentFailures = failure();
       const done = yield* settle(actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
       const detector = recordAction(state, done, write);
+      const failedItem = state.plan.items.find((i) => i.status === 'failed');
+      if (failedItem !== undefined) {
+        const fin = await finish('failed', 'plan_item_failed', { message: `plan item ${failedItem.id} failed ${failedItem.failures} times (${failedItem.transient} retries allowed): ${out.ok ? '' : out.error}` });
+        yield fin.event;
+        return fin.result;
+      }
       if (spentFailures) {
         const fin = await finish('failed', 'max_failures', { message: out.ok ? undefined : out.error });
         yield fin.event;

@@ -47,6 +47,8 @@ export interface DecideInput {
 export type Decision =
   | { action: 'tool'; tool: string; args: Record<string, unknown>; reason: string }
   | { action: 'done'; reason: string }
+  /** Propose a new plan (only `card.plan` may change; anything else is refused). */
+  | { action: 'replan'; card: Record<string, unknown>; reason: string }
   | { action: 'fail'; reason: string };
 
 export interface PlannerUsage {

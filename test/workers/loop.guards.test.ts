@@ -1,6 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { POLICY, card, harness, runCard } from './harness.js';
+import { createScriptedPlanner } from '../../src/workers/planners/scripted.js';
 
 describe('the task loop guard rails', () => {
   it('a card-declared max_steps of 1 ends the run after one step: budget_exhausted / max_steps', async () => {
@@ -84,9 +85,10 @@ describe('the task loop guard rails', () => {
         { action: 'done' },
       ],
     }), {
+      // The scripted planner, watched: what did each decision hear about earlier refusals?
       planner: (c, made) => {
-        let i = made;
-        return { name: 't', decide: async (input) => { seen.push(input.rejections.map((r) => r.reason)); const d = c.script![i++]!; return { decision: d.action === 'tool' ? { action: 'tool', tool: d.tool, args: d.args, reason: '' } : { action: d.action, reason: '' } }; } };
+        const inner = createScriptedPlanner(c.script ?? [], made);
+        return { name: 'spy', decide: async (input) => { seen.push(input.rejections.map((r) => r.reason)); return inner.decide(input); } };
       },
     });
     const rejected = result.envelope!.trace.rejected_calls.map((r) => r.reason);

@@ -12,7 +12,12 @@ export function createScriptedPlanner(script: CardDecision[], start = 0): Planne
       if (entry === undefined) throw new PlannerError('exhausted', `the script has no decision ${next + 1} (it has ${script.length})`);
       next++;
       const reason = entry.reason ?? `scripted decision ${next}`;
-      const decision: Decision = entry.action === 'tool' ? { action: 'tool', tool: entry.tool, args: entry.args, reason } : { action: entry.action, reason };
+      const decision: Decision =
+        entry.action === 'tool'
+          ? { action: 'tool', tool: entry.tool, args: entry.args, reason }
+          : entry.action === 'replan'
+            ? { action: 'replan', card: entry.card, reason }
+            : { action: entry.action, reason };
       return { decision };
     },
   };
