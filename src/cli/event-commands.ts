@@ -1,9 +1,24 @@
 /** `taskloop events` (the log, optionally followed live) and `taskloop stats`. */
 import type { Command } from 'commander';
-import { toWireEvent, toWireStats } from '../engine/index.js';
+import { type SqliteTaskStore, createSqliteRunStore, toWireEvent } from '../engine/index.js';
+import { type MonitorSnapshot, createMonitor } from '../monitor/monitor.js';
 import { eventLine } from './format.js';
 import type { Run } from './task-commands.js';
-import { integer, taskIdArg } from './parse.js';
+import { duration, integer, taskIdArg } from './parse.js';
+
+function statsText(s: MonitorSnapshot): string {
+  const steps = Object.entries(s.step_duration_ms).map(([k, d]) => `${k} p50 ${d.p50} ms p99 ${d.p99} ms (${d.count})`);
+  return [
+    ...Object.entries(s.tasks_by_state).map(([state, n]) => `${state.padEnd(12)} ${n}`),
+    `${'events'.padEnd(12)} ${s.last_event_id}`,
+    `throughput   ${s.throughput_per_second.toFixed(2)} tasks/s over ${s.window_seconds}s`,
+    `runs         ${Object.entries(s.runs_by_phase).map(([p, n]) => `${p} ${n}`).join(', ') || '-'} (failure rate ${(s.failure_rate * 100).toFixed(0)}%)`,
+    `steps        ${steps.join('; ') || '-'}`,
+    `breakers     ${s.breakers.map((b) => `${b.tool} ${b.state}`).join(', ') || 'all closed'}`,
+    `reclaims     ${s.stale_reclaims}`,
+    `approvals    ${s.pending_approvals} pending`,
+  ].join('\n');
+}
 
 export function registerEventCommands(program: Command, run: Run): void {
   program
@@ -43,16 +58,20 @@ export function registerEventCommands(program: Command, run: Run): void {
 
   program
     .command('stats')
-    .description('tasks per state and the event cursor')
-    .action(async (_o, cmd: Command) =>
+    .description('tasks per state, throughput, step durations, failure rate, breakers, reclaims, approvals')
+    .option('--window <duration>', 'the window of rates (default 1m)')
+    .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const stats = await ctx.manager().stats();
-        ctx.out(toWireStats(stats), () =>
-          [
-            ...Object.entries(stats.byState).map(([state, n]) => `${state.padEnd(12)} ${n}`),
-            `${'events'.padEnd(12)} ${stats.lastEventId}`,
-          ].join('\n'),
-        );
+        const tm = ctx.manager();
+        const monitor = await createMonitor({
+          tm,
+          runs: createSqliteRunStore(tm.store as SqliteTaskStore),
+          follow: false,
+          windowMs: o.window === undefined ? undefined : duration(o.window, '--window'),
+        });
+        const s = await monitor.snapshot();
+        monitor.close();
+        ctx.out(s, () => statsText(s));
       }),
     );
 }

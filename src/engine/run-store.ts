@@ -19,6 +19,17 @@ import type {
 import type { Approval, ApprovalState, DecideInput, ParkInput } from './approvals.js';
 import type { Actor, Task } from './types.js';
 
+export interface RunStats {
+  /** Finished runs by phase since the window's start. */
+  runsByPhase: Record<string, number>;
+  /** Step durations (ms) by kind over the newest steps: p50, p99 and count. */
+  stepDurations: Record<string, { p50: number; p99: number; count: number }>;
+  staleReclaims: number;
+  /** Tasks that reached completed in the window. */
+  completed: number;
+  windowMs: number;
+}
+
 export type BreakerState = 'closed' | 'open' | 'half_open';
 
 export interface BreakerVerdict {
@@ -110,6 +121,9 @@ export interface RunStore {
   expireApprovals(): Promise<number[]>;
   listApprovals(state?: ApprovalState, limit?: number): Promise<Approval[]>;
   getApproval(id: number): Promise<Approval>;
+
+  /** Outcomes and timings since `since` (epoch ms), for the monitor. */
+  runStats(since: number): Promise<RunStats>;
 
   /** Deletes the steps and events of up to 500 tasks that finished before `before`; returns how many. */
   compact(before: number): Promise<number>;

@@ -3,7 +3,7 @@
  * Every surface (CLI --json, HTTP, tools, MCP) maps through these functions.
  */
 import type { Budget, Run } from './runs.js';
-import type { ClaimedTask, Task, TaskEvent, TaskStats } from './types.js';
+import type { ClaimedTask, Task, TaskEvent } from './types.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
@@ -76,9 +76,6 @@ export function toWireEvent(event: TaskEvent): WireEvent {
   };
 }
 
-export function toWireStats(stats: TaskStats): Record<string, unknown> {
-  return { by_state: stats.byState, last_event_id: stats.lastEventId };
-}
 
 export function toWireBudget(b: Budget): Record<string, unknown> {
   return {

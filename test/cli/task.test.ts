@@ -31,8 +31,8 @@ describe('taskloop task', () => {
 
     const shown = await cliJson<{ events: Array<{ type: string; data: { to: string } }> }>(db, 'task', 'show', '1');
     expect(shown.events.map((e) => e.data.to)).toEqual(['pending', 'claimed', 'in_progress', 'review', 'completed']);
-    const stats = await cliJson<{ by_state: Record<string, number> }>(db, 'stats');
-    expect(stats.by_state.completed).toBe(1);
+    const stats = await cliJson<{ tasks_by_state: Record<string, number> }>(db, 'stats');
+    expect(stats.tasks_by_state.completed).toBe(1);
   });
 
   it('exits 3 when there is nothing to claim, and honours queue, capabilities and --for', async () => {

@@ -7,6 +7,7 @@ import { prepareDaemons } from './daemons.js';
 import { prepareMoves } from './moves.js';
 import { createEventWriter } from './rows.js';
 import { prepareRetention } from './retention.js';
+import { prepareRunStats } from './run-stats.js';
 import { prepareRunWrites } from './runs.js';
 import type { SqliteTaskStore } from './task-store.js';
 
@@ -20,6 +21,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const daemons = prepareDaemons(db, apply);
   const compact = prepareRetention(db, writer);
   const approvals = prepareApprovals(db, writer, apply);
+  const runStats = prepareRunStats(db);
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
   return {
@@ -57,6 +59,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     expireApprovals: () => value(write('expire approvals', (ev, now) => approvals.expire(now, ev))),
     listApprovals: async (state, limit = 100) => approvals.list(state, limit),
     getApproval: async (id) => approvals.get(id),
+    runStats: async (since) => runStats(since, store.now()),
     compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),
   };
 }
