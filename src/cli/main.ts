@@ -9,6 +9,7 @@ import { type CliContext, type GlobalOptions, UsageError, createContext } from '
 import { registerApprovalCommands } from './approval-commands.js';
 import { registerCardCommands } from './card-commands.js';
 import { registerDaemonCommands } from './daemon-commands.js';
+import { registerDemoCommand } from './demo.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerScheduleCommands } from './schedule-commands.js';
 import { registerTicketCommands } from './ticket-commands.js';
@@ -77,6 +78,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   registerDaemonCommands(program, run);
   registerApprovalCommands(program, run);
   registerCardCommands(program, run);
+  registerDemoCommand(program, run);
   registerScheduleCommands(program, run);
   registerToolCommands(program, run);
   registerTicketCommands(program, run);

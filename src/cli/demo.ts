@@ -1,0 +1,186 @@
+/**
+ * `taskloop demo`: the README's main job. On the default database it starts a daemon,
+ * enqueues seed 003's ticket cards (one to approve, one left waiting for approval, one whose
+ * approval expires and degrades) and a small dependency graph, shows progress live, asks the
+ * operator to approve the pending call (or approves it itself with --yes or without a
+ * terminal), prints each run's phase and acceptance result, and exits 0.
+ */
+import { createInterface } from 'node:readline/promises';
+import type { Command } from 'commander';
+import { type RunStore, type SqliteTaskStore, type Task, type TaskEvent, createSqliteRunStore } from '../engine/index.js';
+import { ticketStore } from '../tools/tickets.js';
+import { startDaemon } from '../workers/daemon.js';
+import type { CliContext } from './context.js';
+import type { Run } from './task-commands.js';
+
+type Planner = 'scripted' | 'llm';
+
+function ticketCard(ticket: string, planner: Planner, approval: { expires_in: string; on_expiry: 'degraded' | 'failed' }) {
+  const card: Record<string, unknown> = {
+    goal: `Raise ${ticket} to urgent and notify on-call`,
+    planner,
+    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
+    observe: { tool: 'get_ticket', args: { ticket_id: ticket } },
+    scope: { write_ticket_ids: [ticket] },
+    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
+    approval: { tools: ['notify_oncall'], ...approval },
+    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: ticket } } },
+    acceptance: {
+      checks: [
+        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
+        { id: 'notify_ok', path: 'ticket.notified', equals: true },
+        { id: 'tools_ok', tools_subset: true },
+      ],
+      manual: [],
+    },
+  };
+  if (planner === 'scripted') {
+    card.script = [
+      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: ticket, priority: 'urgent' } },
+      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: ticket, message: `${ticket} is now urgent` } },
+      { action: 'done' },
+    ];
+  }
+  return card;
+}
+
+function stepCard(text: string) {
+  return {
+    goal: text,
+    planner: 'scripted',
+    allowed_tools: ['echo'],
+    budget: { max_steps: 5 },
+    acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] },
+    script: [{ action: 'tool', tool: 'echo', args: { text } }, { action: 'done' }],
+  };
+}
+
+function describe(e: TaskEvent): string | null {
+  const d = e.data;
+  switch (e.type) {
+    case 'run.started':
+      return `task ${e.taskId}: run ${String(d.run_id)} started`;
+    case 'run.step_finished':
+      return d.kind === 'action' ? `task ${e.taskId}: ${String(d.tool)} ${String(d.status)}` : null;
+    case 'approval.requested':
+      return `task ${e.taskId}: approval ${String(d.approval_id)} requested for ${String(d.tool)}`;
+    case 'approval.decided':
+      return `task ${e.taskId}: approval ${String(d.approval_id)} ${String(d.decision)}`;
+    case 'run.finished':
+      return `task ${e.taskId}: run ${String(d.run_id)} finished ${String(d.phase)} (${String(d.stop_reason)})`;
+    default:
+      return null;
+  }
+}
+
+async function askToApprove(ctx: CliContext, runs: RunStore, approvalId: number, auto: boolean): Promise<void> {
+  const approval = await runs.getApproval(approvalId);
+  const what = `${approval.tool} ${JSON.stringify(approval.args)}`;
+  let yes = true;
+  if (!auto) {
+    const rl = createInterface({ input: process.stdin, output: process.stderr });
+    const answer = await rl.question(`approve ${what}? [Y/n] `);
+    rl.close();
+    yes = !/^n/i.test(answer.trim());
+  } else {
+    ctx.log(`approving ${what} (--yes, or no terminal attached)`);
+  }
+  await runs.decideApproval({ approvalId, approve: yes, actor: ctx.actor, reason: auto ? 'approved by the demo' : 'decided at the terminal' });
+}
+
+export function registerDemoCommand(program: Command, run: Run): void {
+  program
+    .command('demo')
+    .description('run the ticket demo end to end on the database (a daemon, approvals, acceptance), then exit')
+    .option('--yes', 'approve the pending approval without asking')
+    .option('--workers <n>', 'worker threads (default 2)')
+    .action(async (o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        const planner: Planner = process.env.OPENAI_API_KEY ? 'llm' : 'scripted';
+        ctx.log(planner === 'llm' ? `planner: llm (${process.env.TASKLOOP_MODEL ?? 'gpt-4o-mini'} at ${process.env.OPENAI_BASE_URL ?? 'api.openai.com'})` : 'planner: scripted (set OPENAI_API_KEY to use an LLM)');
+        const tm = ctx.manager();
+        const store = tm.store as SqliteTaskStore;
+        const runs = createSqliteRunStore(store);
+        const seeded = ticketStore(store.db).seed();
+        ctx.log(`database ${ctx.dbPath}; tickets T-1000 … T-1099 ${seeded > 0 ? 'seeded' : 'already there'}`);
+        const cursor = (await tm.stats()).lastEventId;
+        const quiet = process.stderr.isTTY === true && !ctx.json;
+        const daemon = await startDaemon({
+          dbPath: ctx.dbPath,
+          workers: o.workers === undefined ? 2 : Number(o.workers),
+          sweepCron: '* * * * * *',
+          log: quiet ? undefined : (l) => ctx.log(`daemon: ${l}`),
+        });
+
+        const operator = ctx.actor;
+        const made = await tm.createTasks(
+          [
+            { title: 'Ticket T-1024: approve the page (path: done)', card: ticketCard('T-1024', planner, { expires_in: '10m', on_expiry: 'failed' }) },
+            { title: 'Ticket T-1025: page left waiting (path: waiting)', card: ticketCard('T-1025', planner, { expires_in: '1h', on_expiry: 'failed' }) },
+            { title: 'Ticket T-1026: approval expires (path: degraded)', card: ticketCard('T-1026', planner, { expires_in: '2s', on_expiry: 'degraded' }) },
+            { ref: 'fetch', title: 'Fetch the release notes', card: stepCard('fetched release notes') },
+            { ref: 'summarise', title: 'Summarise them', card: stepCard('summary written'), dependsOnRefs: ['fetch'] },
+            { ref: 'publish', title: 'Publish the summary', card: stepCard('summary published'), dependsOnRefs: ['summarise'] },
+          ],
+          operator,
+        );
+        const [approveMe, waitMe, expireMe, ...graph] = made.map((m) => m.task);
+        const ids = made.map((m) => m.task.id);
+        ctx.log(`enqueued tasks ${ids.join(', ')}`);
+
+        const auto = o.yes === true || !process.stdin.isTTY;
+        const ac = new AbortController();
+        const asked = new Set<number>();
+        const done = async () => {
+          const tasks = await Promise.all(ids.map((id) => tm.getTask(id)));
+          const settled = (t: Task) => t.state === 'completed' || t.state === 'failed' || t.state === 'cancelled';
+          return settled(tasks[0]!) && settled(tasks[2]!) && tasks.slice(3).every(settled) && tasks[1]!.state === 'waiting';
+        };
+        // On a terminal, a live board that redraws in place; piped, one plain line per event.
+        const live = process.stderr.isTTY === true && !ctx.json;
+        const status = new Map<number, string>(made.map((m) => [m.task.id, `${m.task.title}: pending`]));
+        let drawn = 0;
+        const draw = () => {
+          if (drawn > 0) process.stderr.write(`\x1b[${drawn}A`);
+          const lines = [...status.entries()].map(([id, s]) => `\x1b[2K  #${id} ${s}`);
+          process.stderr.write(`${lines.join('\n')}\n`);
+          drawn = lines.length;
+        };
+        if (live) draw();
+        for await (const e of tm.follow({ afterId: cursor, signal: ac.signal })) {
+          if (e.taskId !== null && ids.includes(e.taskId)) {
+            const line = describe(e);
+            if (line !== null && live) {
+              status.set(e.taskId, `${made.find((m) => m.task.id === e.taskId)!.task.title}: ${line.replace(/^task \d+: /, '')}`);
+              draw();
+            } else if (line !== null) ctx.log(line);
+          }
+          if (e.type === 'approval.requested' && e.taskId === approveMe!.id && !asked.has(e.taskId)) {
+            asked.add(e.taskId);
+            await askToApprove(ctx, runs, e.data.approval_id as number, auto);
+            drawn = 0; // the prompt moved the cursor: draw the board afresh below it
+          }
+          if (e.type === 'run.finished' || e.type === 'approval.requested') {
+            if (await done()) ac.abort();
+          }
+        }
+        await daemon.stop(5000);
+
+        const summary: Array<{ id: number; title: string; state: string; phase: string | null; acceptance: string | null; failed_checks: string[] }> = [];
+        for (const t of [approveMe!, waitMe!, expireMe!, ...graph]) {
+          const task = await tm.getTask(t.id);
+          const last = (await runs.runsOf(t.id)).at(-1);
+          const acceptance = (last?.envelope?.acceptance ?? null) as { verdict?: string; failed?: string[] } | null;
+          summary.push({ id: t.id, title: t.title, state: task.state, phase: last?.phase ?? null, acceptance: acceptance?.verdict ?? null, failed_checks: acceptance?.failed ?? [] });
+        }
+        const pending = await runs.listApprovals('pending');
+        ctx.out({ planner, tasks: summary, pending_approvals: pending.map((a) => a.id) }, () =>
+          [
+            'results:',
+            ...summary.map((s) => `  task ${s.id} ${s.state.padEnd(10)} run ${String(s.phase).padEnd(17)} acceptance ${s.acceptance ?? '-'}${s.failed_checks.length > 0 ? ` (failed: ${s.failed_checks.join(', ')})` : ''}  ${s.title}`),
+            ...pending.filter((a) => a.taskId === waitMe!.id).map((a) => `approval ${a.id} still waits: taskloop approve ${a.id} (then taskloop daemon) finishes task ${a.taskId}`),
+          ].join('\n'),
+        );
+      }),
+    );
+}

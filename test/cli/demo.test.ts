@@ -1,0 +1,26 @@
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers.js';
+import { spawnCli } from './helpers.js';
+
+describe('taskloop demo', () => {
+  it('runs the three ticket paths and the dependency graph to their ends, approving by itself without a terminal, and exits 0', async () => {
+    const db = join(tempDir(), 'demo.db');
+    const env = { OPENAI_API_KEY: '' };
+    const r = await spawnCli(['--db', db, '--json', 'demo'], { env });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toContain('planner: scripted (set OPENAI_API_KEY to use an LLM)');
+    expect(r.stderr).toContain('approving notify_oncall');
+    const out = JSON.parse(r.stdout) as { planner: string; tasks: Array<{ state: string; phase: string; acceptance: string | null }>; pending_approvals: number[] };
+    expect(out.planner).toBe('scripted');
+    expect(out.tasks.map((t) => [t.state, t.phase, t.acceptance])).toEqual([
+      ['completed', 'completed', 'passed'],
+      ['waiting', 'waiting_approval', null],
+      ['completed', 'degraded', 'failed'],
+      ['completed', 'completed', 'passed'],
+      ['completed', 'completed', 'passed'],
+      ['completed', 'completed', 'passed'],
+    ]);
+    expect(out.pending_approvals).toHaveLength(1);
+  });
+});
