@@ -1,4 +1,5 @@
 /** Loading the plugins named in configuration into a hook registry (once per worker thread). */
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { type HookRegistry, type HookRegistryOptions, type Plugin, createHookRegistry } from './hooks.js';
@@ -15,7 +16,8 @@ const BUILT_IN: Record<string, Plugin> = { task_enforcer: taskEnforcer };
 async function resolvePlugin(spec: string): Promise<Plugin> {
   const builtIn = BUILT_IN[spec];
   if (builtIn !== undefined) return builtIn;
-  const url = spec.startsWith('.') || isAbsolute(spec) ? pathToFileURL(resolve(spec)).href : spec;
+  // A file that exists is a path (relative to the working directory); anything else a package.
+  const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;
   let mod: { plugin?: unknown; default?: unknown };
   try {
     mod = (await import(url)) as { plugin?: unknown; default?: unknown };

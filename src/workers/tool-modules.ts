@@ -1,4 +1,5 @@
 /** Loading the tool set a worker offers: the built-in tools plus modules named in configuration. */
+import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { builtInTools } from '../tools/builtin.js';
@@ -13,7 +14,8 @@ function isTool(value: unknown): value is Tool {
 export async function loadTools(modules: string[]): Promise<ToolRegistry> {
   const registry = createToolRegistry(builtInTools());
   for (const spec of modules) {
-    const url = spec.startsWith('.') || isAbsolute(spec) ? pathToFileURL(resolve(spec)).href : spec;
+    // A file that exists is a path (relative to the working directory); anything else a package.
+  const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;
     let mod: { tools?: unknown };
     try {
       mod = (await import(url)) as { tools?: unknown };
