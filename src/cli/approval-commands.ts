@@ -1,6 +1,6 @@
 /** `taskloop approvals list`, `taskloop approve ID`, `taskloop reject ID` — from any process. */
 import type { Command } from 'commander';
-import { type Approval, type SqliteTaskStore, createSqliteRunStore } from '../engine/index.js';
+import { type Approval, type SqliteTaskStore, createSqliteRunStore, toWireApproval } from '../engine/index.js';
 import type { CliContext } from './context.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
@@ -8,23 +8,6 @@ import { integer } from './parse.js';
 
 const STATES = ['pending', 'approved', 'rejected', 'expired', 'used', 'revoked'] as const;
 
-export function toWireApproval(a: Approval): Record<string, unknown> {
-  const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
-  return {
-    id: a.id,
-    task_id: a.taskId,
-    run_id: a.runId,
-    tool: a.tool,
-    args: a.args,
-    fingerprint: a.fingerprint,
-    state: a.state,
-    reason: a.reason,
-    created_at: iso(a.createdAt),
-    expires_at: iso(a.expiresAt),
-    decided_at: iso(a.decidedAt),
-    decided_by: a.decidedBy,
-  };
-}
 
 const runStore = (ctx: CliContext) => createSqliteRunStore(ctx.manager().store as SqliteTaskStore);
 

@@ -2,6 +2,7 @@
  * External JSON (DESIGN §8): what users and agents read is snake_case with ISO times.
  * Every surface (CLI --json, HTTP, tools, MCP) maps through these functions.
  */
+import type { Approval } from './approvals.js';
 import type { Budget, Run } from './runs.js';
 import type { ClaimedTask, Task, TaskEvent } from './types.js';
 
@@ -103,5 +104,22 @@ export function toWireRun(run: Run): Record<string, unknown> {
     started_at: iso(run.startedAt),
     finished_at: iso(run.finishedAt),
     envelope: run.envelope,
+  };
+}
+
+export function toWireApproval(a: Approval): Record<string, unknown> {
+  return {
+    id: a.id,
+    task_id: a.taskId,
+    run_id: a.runId,
+    tool: a.tool,
+    args: a.args,
+    fingerprint: a.fingerprint,
+    state: a.state,
+    reason: a.reason,
+    created_at: iso(a.createdAt),
+    expires_at: iso(a.expiresAt),
+    decided_at: iso(a.decidedAt),
+    decided_by: a.decidedBy,
   };
 }
