@@ -175,8 +175,17 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   let rejections: Array<{ tool: string; reason: string }> = [];
   const answers = { blocked: 0, weak: 0 };
 
-  const exec = (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> =>
-    executeTool(tools.get(toolName)!, args, { taskId: fence.taskId, runId: run.id, agent: fence.agent, idempotencyKey: key, services: ctx.services }, abort.signal);
+  // Every call's arguments pass the tool's schema, the card's observe and final-state calls too.
+  const exec = async (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> => {
+    const tool = tools.get(toolName)!;
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = tool.parse(args);
+    } catch (err) {
+      return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false };
+    }
+    return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, idempotencyKey: key, services: ctx.services }, abort.signal);
+  };
 
   async function* step(kind: Step['kind'], tool: string | null, args: unknown, key?: string): AsyncGenerator<TaskLoopEvent, Step, undefined> {
     const started = await runs.beginStep(fence, { runId: run.id, kind, tool: tool ?? undefined, args, idempotencyKey: key });

@@ -121,4 +121,12 @@ describe('the task loop guard rails', () => {
     expect(errors[0]).toMatch(/stubborn: timed out after 200 ms/);
     expect(errors[1]).toMatch(/big_output: output of \d+ bytes exceeds the cap of 1024/);
   });
+
+  it('checks the card’s observe arguments against the tool’s schema too', async () => {
+    const h = harness();
+    const { result, events } = await runCard(h, card({ allowed_tools: ['echo'], observe: { tool: 'echo', args: { text: 42 } }, script: [{ action: 'done' }] }));
+    expect(result).toMatchObject({ phase: 'failed', stopReason: 'max_failures' });
+    const observed = events.find((e) => e.type === 'step_finished' && e.step.kind === 'observe');
+    expect(observed).toMatchObject({ step: { status: 'failed', error: expect.stringContaining('echo: argument text') } });
+  });
 });

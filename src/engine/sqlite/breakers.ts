@@ -17,6 +17,8 @@ interface Row {
 }
 
 export interface Breakers {
+  /** Read without a transaction: true when the breaker is closed with no failures (nothing to write). */
+  clean(tool: string): boolean;
   acquire(tool: string, policy: BreakerPolicy, now: number, events: TaskEvent[]): BreakerVerdict;
   record(tool: string, ok: boolean, policy: BreakerPolicy, taskId: number | null, now: number, events: TaskEvent[]): BreakerState;
   list(): BreakerRow[];
@@ -32,6 +34,10 @@ export function prepareBreakers(db: Db, writer: EventWriter): Breakers {
   );
 
   return {
+    clean(tool) {
+      const row = get.get(tool);
+      return row === undefined || (row.state === 'closed' && row.failures === 0);
+    },
     acquire(tool, policy, now, events) {
       const row = get.get(tool);
       if (row === undefined || row.state === 'closed') return { allowed: true, state: 'closed', probe: false };

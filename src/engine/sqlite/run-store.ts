@@ -42,13 +42,20 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
       })),
     getRun: async (runId) => runs.getRun(runId),
     runsOf: async (taskId) => runs.runsOf(taskId),
-    breakerAcquire: (tool, policy) => value(write('breaker', (ev, now) => breakers.acquire(tool, policy, now, ev))),
-    breakerRecord: (tool, ok, policy, taskId) => value(write('breaker', (ev, now) => breakers.record(tool, ok, policy, taskId ?? null, now, ev))),
+    // The common case — a closed breaker, a success — needs no write transaction at all.
+    breakerAcquire: async (tool, policy) =>
+      breakers.clean(tool) ? { allowed: true, state: 'closed', probe: false } : value(write('breaker', (ev, now) => breakers.acquire(tool, policy, now, ev))),
+    breakerRecord: async (tool, ok, policy, taskId) =>
+      ok && breakers.clean(tool) ? 'closed' : value(write('breaker', (ev, now) => breakers.record(tool, ok, policy, taskId ?? null, now, ev))),
     breakers: async () => breakers.list(),
     registerDaemon: (row) => value(write('register daemon', (_ev, now) => daemons.register(row, now))),
     heartbeatDaemon: (id, slots) => value(write('daemon heartbeat', (_ev, now) => daemons.heartbeat(id, slots, now))),
     unregisterDaemon: (id) => value(write('unregister daemon', () => daemons.unregister(id))),
-    reclaimDeadDaemons: (host, selfId, isAlive) => value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev))),
+    // Read first: a write transaction only when a daemon on this host is actually gone.
+    reclaimDeadDaemons: async (host, selfId, isAlive) =>
+      daemons.list().some((d) => d.host === host && d.id !== selfId && !isAlive(d.pid))
+        ? value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev)))
+        : [],
     expireSlot: (slotId) => value(write('expire slot', (_ev, now) => daemons.expireSlot(slotId, now))),
     daemons: async () => daemons.list(),
     parkForApproval: (f, input, usage) => value(write('park', (ev, now) => approvals.park(runs.fence, f, input, usage, now, ev))),

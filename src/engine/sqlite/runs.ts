@@ -117,6 +117,17 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
      WHERE id = @id AND finished_at IS NULL RETURNING *`,
   );
   const clearControl = db.prepare('DELETE FROM controls WHERE task_id = ?');
+  const setRestarts = db.prepare('UPDATE runs SET restarts = ? WHERE id = ?');
+
+  const claimOf = db.prepare<[number], { state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = ?');
+  /** The fence of a step write: only the claim is read, not the row (the card can be large). */
+  function fenceLight(f: Fence): void {
+    const row = claimOf.get(f.taskId);
+    if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${f.taskId} does not exist`, { task_id: f.taskId });
+    if (row.claim_token !== f.claimToken || !isFenced(row.state)) {
+      throw new EngineError('STALE_CLAIM', `task ${f.taskId}: the claim of ${f.agent} is no longer current (task is ${row.state})`, { task_id: f.taskId });
+    }
+  }
 
   function fence(f: Fence): TaskRow {
     const row = taskRow.get(f.taskId);
@@ -152,7 +163,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       return { run: toRun(row), steps: [], resumed: false };
     },
     beginStep(f, input, now, events) {
-      fence(f);
+      fenceLight(f);
       runOf(f, input.runId);
       const seq = nextSeq.get(input.runId)!.seq;
       const row = insertStep.get({
@@ -168,7 +179,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       return toStep(row);
     },
     finishStep(f, input, now, events) {
-      fence(f);
+      fenceLight(f);
       const row = updateStep.get({
         id: input.stepId,
         status: input.status,
@@ -195,7 +206,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       return toStep(row);
     },
     setPaused(f, runId, paused, reason, now, events) {
-      fence(f);
+      fenceLight(f);
       runOf(f, runId);
       setPhase.run(paused ? 'paused' : 'running', runId);
       events.push(writer.append(f.taskId, paused ? 'run.paused' : 'run.resumed', f.agent, { run_id: runId, reason }, now));
@@ -223,10 +234,10 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       return { run: toRun(run), task: toTask(task) };
     },
     recordRestart(f, runId, reason, now, events) {
-      fence(f);
+      fenceLight(f);
       const run = runOf(f, runId);
       const restarts = run.restarts + 1;
-      db.prepare('UPDATE runs SET restarts = ? WHERE id = ?').run(restarts, runId);
+      setRestarts.run(restarts, runId);
       events.push(writer.append(f.taskId, 'run.restarted', f.agent, { run_id: runId, restart: restarts, reason }, now));
       return restarts;
     },
