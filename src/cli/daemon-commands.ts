@@ -3,15 +3,12 @@ import type { Command } from 'commander';
 import { createSqliteRunStore, type ControlState, type SqliteTaskStore } from '../engine/index.js';
 import { startDaemon } from '../workers/daemon.js';
 import { UsageError } from './context.js';
+import { portArg, startHttp } from './serve-command.js';
 import type { Run } from './task-commands.js';
-import { duration, integer, jsonObjectFrom, list, taskIdArg } from './parse.js';
+import { duration, integer, list, pluginSpecs, taskIdArg } from './parse.js';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-function pluginSpecs(modules: string[] | undefined, configFile: string | undefined) {
-  const config = configFile === undefined ? {} : jsonObjectFrom(configFile, '--plugin-config');
-  return (modules ?? ['task_enforcer']).map((module) => ({ module, options: (config[module] as Record<string, unknown> | undefined) ?? {} }));
-}
 
 export function registerDaemonCommands(program: Command, run: Run): void {
   program
@@ -28,9 +25,11 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .option('--grace <duration>', 'how long in-flight steps may take to finish at shutdown (default 10s)')
     .option('--retain <duration>', 'compact the steps and events of tasks finished longer ago than this (default: keep all)')
     .option('--sweep <cron>', 'when to run the stale sweep (default every 5 seconds: */5 * * * * *)')
+    .option('--http <port>', 'also serve the HTTP API on 127.0.0.1:PORT in this process (0 picks a port), with the same tools and plugins')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
+        const httpPort = o.http === undefined ? undefined : portArg(o.http, '--http');
         const daemon = await startDaemon({
           dbPath: ctx.dbPath,
           durability: ctx.durability,
@@ -45,9 +44,23 @@ export function registerDaemonCommands(program: Command, run: Run): void {
           retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
           log: (line) => ctx.log(line),
         });
+        const server = httpPort === undefined
+          ? undefined
+          : await startHttp(ctx, {
+            tm: daemon.tm,
+            runs: daemon.runs,
+            port: httpPort,
+            capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
+            toolModules: o.tools,
+            plugins: pluginSpecs(o.plugin, o.pluginConfig),
+          }).catch(async (err: unknown) => {
+            await daemon.stop(graceMs);
+            throw err;
+          });
         const shutdown = (signal: string) => {
           ctx.log(`${signal}: stopping (grace ${graceMs} ms)`);
-          void daemon.stop(graceMs);
+          // The server first: its runs are given back while the daemon's store is still open.
+          void (server?.close(graceMs) ?? Promise.resolve()).finally(() => daemon.stop(graceMs));
         };
         process.once('SIGINT', () => shutdown('SIGINT'));
         process.once('SIGTERM', () => shutdown('SIGTERM'));

@@ -12,6 +12,7 @@ import { registerDaemonCommands } from './daemon-commands.js';
 import { registerDemoCommand } from './demo.js';
 import { registerEventCommands } from './event-commands.js';
 import { registerScheduleCommands } from './schedule-commands.js';
+import { registerServeCommand } from './serve-command.js';
 import { registerTicketCommands } from './ticket-commands.js';
 import { registerToolCommands } from './tool-commands.js';
 import { type Run, registerTaskCommands } from './task-commands.js';
@@ -82,6 +83,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   registerScheduleCommands(program, run);
   registerToolCommands(program, run);
   registerTicketCommands(program, run);
+  registerServeCommand(program, run);
   for (const sub of program.commands) sub.exitOverride();
 
   try {

@@ -43,3 +43,9 @@ export function jsonObjectFrom(source: string, what: string): Record<string, unk
   }
   return value as Record<string, unknown>;
 }
+
+/** `--plugin` modules (default: task_enforcer) with their options from `--plugin-config FILE`. */
+export function pluginSpecs(modules: string[] | undefined, configFile: string | undefined): Array<{ module: string; options: Record<string, unknown> }> {
+  const config = configFile === undefined ? {} : jsonObjectFrom(configFile, '--plugin-config');
+  return (modules ?? ['task_enforcer']).map((module) => ({ module, options: (config[module] as Record<string, unknown> | undefined) ?? {} }));
+}

@@ -12,7 +12,7 @@ export { createSqliteStore, type SqliteStoreOptions, type SqliteTaskStore } from
 export { DEFAULT_LEASE_MS } from './sqlite/claim.js';
 export { DEFAULT_QUEUE, DEFAULT_MAX_ATTEMPTS } from './sqlite/create.js';
 export type { Durability } from './sqlite/connection.js';
-export { toWireTask, toWireEvent, toWireRun, toWireApproval, type WireTask, type WireEvent } from './wire.js';
+export { toWireTask, toWireEvent, toWireRun, toWireApproval, toWireStep, type WireTask, type WireEvent } from './wire.js';
 export * from './runs.js';
 export type * from './run-store.js';
 export { createSqliteRunStore } from './sqlite/run-store.js';

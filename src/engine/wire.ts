@@ -3,7 +3,7 @@
  * Every surface (CLI --json, HTTP, tools, MCP) maps through these functions.
  */
 import type { Approval } from './approvals.js';
-import type { Budget, Run } from './runs.js';
+import type { Budget, Run, Step } from './runs.js';
 import type { ClaimedTask, Task, TaskEvent } from './types.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
@@ -121,5 +121,24 @@ export function toWireApproval(a: Approval): Record<string, unknown> {
     expires_at: iso(a.expiresAt),
     decided_at: iso(a.decidedAt),
     decided_by: a.decidedBy,
+  };
+}
+
+export function toWireStep(s: Step): Record<string, unknown> {
+  return {
+    id: s.id,
+    run_id: s.runId,
+    seq: s.seq,
+    kind: s.kind,
+    status: s.status,
+    tool: s.tool,
+    args: s.args,
+    result: s.result,
+    error: s.error,
+    duration_ms: s.durationMs,
+    tokens: s.tokens,
+    idempotency_key: s.idempotencyKey,
+    started_at: iso(s.startedAt),
+    finished_at: iso(s.finishedAt),
   };
 }

@@ -15,7 +15,7 @@ import {
 } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { runTaskLoop } from './loop.js';
-import { createScriptedPlanner } from './planners/scripted.js';
+import { plannerFor } from './planners/choose.js';
 import { type DaemonBroadcast, type WorkerConfig, type WorkerReply, type WorkerRequest, channelName } from './protocol.js';
 import { loadTools } from './tool-modules.js';
 import type { HookRegistry } from '../plugins/hooks.js';
@@ -60,14 +60,13 @@ export default async function work(request: WorkerRequest): Promise<WorkerReply>
     start: true,
   });
   if (claim === null) return { type: 'idle' };
-  // The openai client is loaded only by threads that run an llm card (it is slow to import).
-  const llm = (claim.card as { planner?: unknown }).planner === 'llm' ? (await import('./planners/llm.js')).createLlmPlanner : undefined;
+  const planner = await plannerFor(claim.card);
   const loop = runTaskLoop({
     task: claim,
     fence: { taskId: claim.id, claimToken: claim.claimToken, agent: config.agent },
     runs: t.runs,
     tools: t.tools,
-    planner: (card, made) => (card.planner === 'llm' && llm !== undefined ? llm({ model: card.model }) : createScriptedPlanner(card.script ?? [], made)),
+    planner,
     services: { manager: t.tm, db: t.store.db },
     breakerPolicy: config.breaker,
     watch: (fn) => t.store.watch(fn),

@@ -65,8 +65,9 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
   const due = db.prepare<[number], Row>("SELECT * FROM approvals WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY id");
   const listAll = db.prepare<[number], Row>('SELECT * FROM approvals ORDER BY id DESC LIMIT ?');
   const listState = db.prepare<[string, number], Row>('SELECT * FROM approvals WHERE state = ? ORDER BY id DESC LIMIT ?');
-  const unusedOf = db.prepare<[number], Row>("SELECT * FROM approvals WHERE task_id = ? AND state = 'approved'");
-  const unusedAll = db.prepare<[], Row>("SELECT * FROM approvals WHERE state = 'approved'");
+  // A stop revokes what has not been used: grants, and requests still waiting for a decision.
+  const unusedOf = db.prepare<[number], Row>("SELECT * FROM approvals WHERE task_id = ? AND state IN ('approved', 'pending')");
+  const unusedAll = db.prepare<[], Row>("SELECT * FROM approvals WHERE state IN ('approved', 'pending')");
 
   /** A decided or expired approval puts its waiting task back in the queue, to be resumed. */
   const requeue = (taskId: number, reason: string, now: number, events: TaskEvent[]) => {

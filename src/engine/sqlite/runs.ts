@@ -250,7 +250,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     },
     getRun(runId) {
       const row = runById.get(runId);
-      if (row === undefined) throw new EngineError('VALIDATION_FAILED', `run ${runId} does not exist`, { run_id: runId });
+      if (row === undefined) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`, { run_id: runId });
       return { ...toRun(row), steps: stepsOf.all(runId).map(toStep) };
     },
     runsOf(taskId) {

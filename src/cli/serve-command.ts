@@ -1,0 +1,120 @@
+/**
+ * `taskloop serve`: the HTTP API and event streams (src/monitor/http), until SIGINT or
+ * SIGTERM. `taskloop daemon --http PORT` starts the same server in the daemon's process.
+ */
+import type { Command } from 'commander';
+import { EngineError, type RunStore, type SqliteTaskStore, type TaskManager, createSqliteRunStore } from '../engine/index.js';
+import { type HttpServer, type HttpServerOptions, createHttpServer } from '../monitor/http/server.js';
+import { isLoopback, tokensFromEnv } from '../monitor/http/auth.js';
+import type { Route } from '../monitor/http/router.js';
+import { createMetrics } from '../monitor/metrics.js';
+import { createMonitor } from '../monitor/monitor.js';
+import { type CliContext, UsageError } from './context.js';
+import { duration, integer, list, pluginSpecs } from './parse.js';
+import type { Run } from './task-commands.js';
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+
+/** How often a standalone server runs the stale sweep and expires approvals (a daemon does both itself). */
+const SWEEP_EVERY_MS = 5000;
+
+/** A port from the command line: 0 (any free one) to 65535. */
+export function portArg(text: string, flag: string): number {
+  const port = integer(text, flag);
+  if (port < 0 || port > 65_535) throw new EngineError('VALIDATION_FAILED', `${flag}: ${port} is not a port (0 to 65535; 0 picks a free one)`);
+  return port;
+}
+
+/**
+ * Starts the server and prints `listening on http://HOST:PORT` on stderr (scripts read the
+ * port from it). Off loopback it refuses to start without a token (exit 2).
+ */
+export async function startHttp(ctx: CliContext, opts: HttpServerOptions): Promise<HttpServer> {
+  let tokens;
+  try {
+    tokens = opts.tokens ?? tokensFromEnv();
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const host = opts.host ?? '127.0.0.1';
+  if (!isLoopback(host) && tokens.size === 0) {
+    throw new UsageError(`refusing to serve on ${host} without a token: set TASKLOOP_TOKEN (or TASKLOOP_TOKENS), or bind to 127.0.0.1`);
+  }
+  // GET /metrics: the monitor's figures in Prometheus text format.
+  const monitor = await createMonitor({ tm: opts.tm, runs: opts.runs });
+  const metrics = createMetrics(monitor);
+  const metricsRoute: Route = { method: 'GET', path: '/metrics', handler: async () => ({ text: await metrics.render(), contentType: metrics.contentType }) };
+  const server = await createHttpServer({ log: (line) => ctx.log(line), ...opts, tokens, extraRoutes: [...(opts.extraRoutes ?? []), metricsRoute] });
+  process.stderr.write(`listening on ${server.url}\n`);
+  return {
+    ...server,
+    async close(graceMs?: number) {
+      metrics.close();
+      monitor.close();
+      await server.close(graceMs);
+    },
+  };
+}
+
+/** Resolves once SIGINT or SIGTERM asked the process to stop. */
+export function untilSignal(ctx: CliContext): Promise<string> {
+  return new Promise((resolve) => {
+    const on = (signal: string) => () => {
+      ctx.log(`${signal}: stopping`);
+      resolve(signal);
+    };
+    process.once('SIGINT', on('SIGINT'));
+    process.once('SIGTERM', on('SIGTERM'));
+  });
+}
+
+
+function startSweeping(tm: TaskManager, runs: RunStore, ctx: CliContext): () => void {
+  const timer = setInterval(() => {
+    void (async () => {
+      const swept = await tm.sweep();
+      if (swept.requeued.length + swept.failed.length > 0) ctx.log(`sweep: requeued ${swept.requeued.join(', ') || '-'}, failed ${swept.failed.join(', ') || '-'}`);
+      const expired = await runs.expireApprovals();
+      if (expired.length > 0) ctx.log(`approvals ${expired.join(', ')} expired`);
+    })().catch((err: unknown) => ctx.log(`sweep failed: ${err instanceof Error ? err.message : String(err)}`));
+  }, SWEEP_EVERY_MS);
+  return () => clearInterval(timer);
+}
+
+export function registerServeCommand(program: Command, run: Run): void {
+  program
+    .command('serve')
+    .description('serve the HTTP API and event streams until SIGINT or SIGTERM (a token is required off loopback: TASKLOOP_TOKEN)')
+    .option('--port <n>', 'port to listen on (default 7070; 0 picks a free one)')
+    .option('--host <address>', 'address to bind (default 127.0.0.1)')
+    .option('--agent <name>', 'the agent name attached tasks are claimed as (default http-HOST-PID)')
+    .option('--capabilities <list>', 'comma-separated capabilities offered to attached tasks')
+    .option('--lease <duration>', 'lease of each claim of an attached task, renewed while it runs (default 30s)')
+    .option('--tools <module>', 'a module exporting `tools` for attached runs, besides the built-in ones (repeatable)', collect)
+    .option('--plugin <module>', 'a plugin for attached runs (repeatable; replaces the default task_enforcer unless it is named too)', collect)
+    .option('--plugin-config <file>', 'JSON object: plugin name or module → its options')
+    .option('--grace <duration>', 'how long attached runs may take to reach a step boundary at shutdown (default 10s)')
+    .action(async (o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
+        const tm = ctx.manager();
+        const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+        const server = await startHttp(ctx, {
+          tm,
+          runs,
+          host: o.host,
+          port: o.port === undefined ? undefined : portArg(o.port, '--port'),
+          agent: o.agent,
+          capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
+          leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
+          toolModules: o.tools,
+          plugins: pluginSpecs(o.plugin, o.pluginConfig),
+        });
+        const stopSweeping = startSweeping(tm, runs, ctx);
+        await untilSignal(ctx);
+        stopSweeping();
+        await server.close(graceMs);
+        ctx.log('server stopped');
+      }),
+    );
+}

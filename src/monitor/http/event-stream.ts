@@ -1,0 +1,26 @@
+/**
+ * GET /api/events — every `task_events` row, live, for the board: the engine's follow
+ * (TaskManager.follow) from a cursor. The cursor is `Last-Event-ID`, else `?after=`, else
+ * the newest event (only what happens from now on). Messages are unnamed (EventSource's
+ * `message`), each with its row's id as the SSE id and the wire event as data;
+ * `?task_id=` narrows the stream to one task.
+ */
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { EngineError, type TaskManager, toWireEvent } from '../../engine/index.js';
+import { idParam } from './request.js';
+import type { Handler } from './router.js';
+import { type SseStream, resumeCursor } from './sse.js';
+
+export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res: ServerResponse) => SseStream): Handler {
+  return async ({ req, res, query }) => {
+    const raw = resumeCursor(req, query);
+    if (raw !== undefined && !/^\d{1,15}$/.test(raw)) throw new EngineError('VALIDATION_FAILED', `event cursor: '${raw}' is not an event id (a non-negative integer)`);
+    const taskId = query.has('task_id') ? idParam(query.get('task_id') ?? undefined, 'task_id') : undefined;
+    const afterId = raw === undefined ? (await tm.stats()).lastEventId : Number(raw);
+    const stream = open(req, res);
+    for await (const event of tm.follow({ afterId, taskId, signal: stream.signal })) {
+      await stream.send({ id: event.id, data: toWireEvent(event) });
+    }
+    stream.end();
+  };
+}

@@ -1,0 +1,44 @@
+/**
+ * Runs and approvals: a run with its steps, the approvals list, and the human decision on
+ * a parked high-risk call. The decision's actor is the caller (an operator, or the task's
+ * creator — never its assignee: the engine refuses with FORBIDDEN).
+ */
+import { type RunStore, toWireApproval, toWireRun, toWireStep } from '../../engine/index.js';
+import { idParam, parseWith, readJson } from './request.js';
+import type { Route } from './router.js';
+import { listApprovalsQuery, queryObject, reasonBody } from './schemas.js';
+
+export function runRoutes(runs: RunStore): Route[] {
+  const decide = (name: 'approve' | 'reject'): Route => ({
+    method: 'POST',
+    path: `/api/approvals/:id/${name}`,
+    async handler({ req, params, actor }) {
+      const { reason } = await readJson(req, reasonBody, name);
+      const approval = await runs.decideApproval({ approvalId: idParam(params.id, 'approval id'), approve: name === 'approve', actor, reason });
+      return { json: toWireApproval(approval) };
+    },
+  });
+
+  return [
+    {
+      method: 'GET',
+      path: '/api/runs/:id',
+      async handler({ params }) {
+        const id = idParam(params.id, 'run id');
+        const run = await runs.getRun(id);
+        return { json: { ...toWireRun(run), steps: run.steps.map(toWireStep) } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/approvals',
+      async handler({ query }) {
+        const q = parseWith(listApprovalsQuery, queryObject(query), 'approvals');
+        const list = await runs.listApprovals(q.state === 'all' ? undefined : q.state, q.limit);
+        return { json: { approvals: list.map(toWireApproval) } };
+      },
+    },
+    decide('approve'),
+    decide('reject'),
+  ];
+}

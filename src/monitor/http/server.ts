@@ -1,0 +1,149 @@
+/**
+ * The HTTP API and its event streams (DESIGN §7, issue 5 §1) on node:http — no framework:
+ * a dozen routes, JSON bodies checked by zod, and long-lived SSE responses need nothing a
+ * framework would add, and node:http gives direct control of the stream's socket.
+ *
+ * Every request is authenticated (auth.ts), routed (router.ts), and answered with JSON or
+ * `{"error": {"code", "message"}}` (errors.ts). Extra routes — GET /metrics, a board — are
+ * mounted with `extraRoutes` and go through the same authentication and error handling.
+ */
+import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { hostname } from 'node:os';
+import type { BreakerPolicy, RunStore, TaskManager } from '../../engine/index.js';
+import type { PluginSpec } from '../../plugins/load.js';
+import { type TokenTable, createAuthenticator, tokensFromEnv } from './auth.js';
+import { errorReply } from './errors.js';
+import { eventsHandler } from './event-stream.js';
+import { createLoopHost } from './loop-host.js';
+import { type Reply, type Route, createRouter } from './router.js';
+import { type RunOwner, createRunOwner } from './run-owner.js';
+import { runRoutes } from './run-routes.js';
+import { type SseOptions, type SseStream, openSse } from './sse.js';
+import { taskRoutes } from './task-routes.js';
+import { taskEventsHandler } from './task-stream.js';
+
+export interface HttpServerOptions {
+  tm: TaskManager;
+  runs: RunStore;
+  /** @defaultValue '127.0.0.1' */
+  host?: string;
+  /** 0 picks a free port. @defaultValue 7070 */
+  port?: number;
+  /** Bearer tokens and the actors they map to. @defaultValue from TASKLOOP_TOKEN / TASKLOOP_TOKENS */
+  tokens?: TokenTable;
+  /** @defaultValue true unless `host` is a loopback address */
+  requireToken?: boolean;
+  /** The agent name attached tasks are claimed as. @defaultValue `http-<host>-<pid>` */
+  agent?: string;
+  /** Capabilities offered to attached tasks. @defaultValue none */
+  capabilities?: string[];
+  /** Lease of the claims of owned runs. @defaultValue 30000 */
+  leaseMs?: number;
+  /** Tool modules for owned runs, besides the built-in tools. @defaultValue none */
+  toolModules?: string[];
+  /** Plugins of owned runs. @defaultValue [task_enforcer] */
+  plugins?: PluginSpec[];
+  breaker?: Partial<BreakerPolicy>;
+  /** More routes (e.g. GET /metrics), behind the same authentication. */
+  extraRoutes?: Route[];
+  sse?: SseOptions;
+  /** One line per notable thing. @defaultValue no logging */
+  log?: (line: string) => void;
+}
+
+export interface HttpServer {
+  /** e.g. `http://127.0.0.1:7070`. */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly owner: RunOwner;
+  /** Stops listening, gives owned runs back at their next step (within `graceMs`), ends every stream. */
+  close(graceMs?: number): Promise<void>;
+}
+
+const JSON_HEADERS = { 'Content-Type': 'application/json; charset=utf-8', 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
+
+function write(res: ServerResponse, status: number, reply: Reply): void {
+  const headers = 'json' in reply ? JSON_HEADERS : { 'Content-Type': reply.contentType, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
+  res.writeHead(status, { ...headers, ...reply.headers });
+  res.end('json' in reply ? JSON.stringify(reply.json) : reply.text);
+}
+
+export async function createHttpServer(opts: HttpServerOptions): Promise<HttpServer> {
+  const { tm, runs } = opts;
+  const host = opts.host ?? '127.0.0.1';
+  const log = opts.log ?? (() => undefined);
+  const auth = createAuthenticator({ host, tokens: opts.tokens ?? tokensFromEnv(), requireToken: opts.requireToken });
+  const agent = opts.agent ?? `http-${hostname()}-${process.pid}`;
+  const capabilities = opts.capabilities ?? [];
+  const loopHost = await createLoopHost({ tm, runs, toolModules: opts.toolModules, plugins: opts.plugins, breaker: opts.breaker });
+  const owner = createRunOwner({ tm, runs, host: loopHost, agent, capabilities, leaseMs: opts.leaseMs, log });
+
+  const streams = new Set<SseStream>();
+  const open = (req: IncomingMessage, res: ServerResponse): SseStream => {
+    const stream = openSse(req, res, opts.sse);
+    streams.add(stream);
+    stream.signal.addEventListener('abort', () => streams.delete(stream));
+    return stream;
+  };
+
+  const router = createRouter([
+    { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: (await tm.stats()).lastEventId, owned_runs: owner.active() } }) },
+    ...taskRoutes({ tm, runs, capabilities }),
+    { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open }) },
+    ...runRoutes(runs),
+    { method: 'GET', path: '/api/events', handler: eventsHandler(tm, open) },
+    ...(opts.extraRoutes ?? []),
+  ]);
+
+  let port = 0;
+  const server = createServer((req, res) => void handle(req, res));
+  async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const where = `${req.method ?? '?'} ${url.pathname}`;
+    try {
+      const actor = auth.actorOf(req, port);
+      const { route, params } = router.match(req.method ?? 'GET', url.pathname);
+      const reply = await route.handler({ req, res, params, query: url.searchParams, actor });
+      if (reply !== undefined) write(res, reply.status ?? 200, reply);
+      else if (!res.headersSent) write(res, 204, { text: '', contentType: 'text/plain' });
+    } catch (err) {
+      const { status, headers, body } = errorReply(err, where, log);
+      // A stream that fails after its headers went out can only be ended.
+      if (res.headersSent) res.end();
+      else write(res, status, { json: body, headers });
+    }
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 7070, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const address = server.address() as AddressInfo;
+  port = address.port;
+  const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${shown}:${port}`,
+    host: address.address,
+    port,
+    owner,
+    close(graceMs = 10_000) {
+      closing ??= (async () => {
+        const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+        // Owned runs are given back first (their streams end with them), so no stream
+        // ending below looks like a client leaving, which would stop its run.
+        await owner.close(graceMs);
+        for (const s of [...streams]) s.end();
+        server.closeAllConnections();
+        await closed;
+      })();
+      return closing;
+    },
+  };
+}

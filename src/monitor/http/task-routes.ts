@@ -1,0 +1,117 @@
+/**
+ * The task endpoints: list, create (attached by default), show, cancel, the run controls
+ * (stop, pause, resume) and the emergency stop-all. Controls go through the engine's
+ * `runs.setControl`, so they act on a run wherever it runs (this server, any daemon).
+ */
+import {
+  type ControlState,
+  type CreateTaskInput,
+  EngineError,
+  type RunStore,
+  type TaskManager,
+  toWireEvent,
+  toWireRun,
+  toWireTask,
+} from '../../engine/index.js';
+import { idParam, parseWith, readJson } from './request.js';
+import type { Route } from './router.js';
+import { ATTACHED_QUEUE } from './run-owner.js';
+import { type CreateTaskBody, createTaskBody, listTasksQuery, queryObject, reasonBody } from './schemas.js';
+
+export interface TaskRouteDeps {
+  tm: TaskManager;
+  runs: RunStore;
+  /** What the server offers attached tasks that require capabilities. */
+  capabilities: string[];
+}
+
+/** An attached task is run by this server: it may not name a daemon's queue or agent, nor need what the server lacks. */
+function checkAttached(body: CreateTaskBody, capabilities: string[]): void {
+  const refuse = (field: string, why: string) => {
+    throw new EngineError('VALIDATION_FAILED', `create: ${field}: ${why}; an attached task is run by its event stream in this server (pass "attach": false to queue it for daemons)`);
+  };
+  if (body.queue !== undefined && body.queue !== ATTACHED_QUEUE) refuse('queue', `'${body.queue}' is a daemon queue`);
+  if (body.for_agent !== undefined) refuse('for_agent', 'names the agent that may claim it');
+  const missing = (body.requires ?? []).filter((c) => !capabilities.includes(c));
+  if (missing.length > 0) refuse('requires', `this server does not offer ${missing.join(', ')}`);
+}
+
+function toInput(body: CreateTaskBody): CreateTaskInput {
+  return {
+    title: body.title,
+    card: body.card,
+    priority: body.priority,
+    dependsOn: body.depends_on,
+    idempotencyKey: body.idempotency_key,
+    runAfter: body.run_after === undefined ? undefined : Date.parse(body.run_after),
+    queue: body.attach ? ATTACHED_QUEUE : body.queue,
+    forAgent: body.for_agent,
+    requires: body.requires,
+    maxAttempts: body.max_attempts,
+  };
+}
+
+export function taskRoutes(deps: TaskRouteDeps): Route[] {
+  const { tm, runs } = deps;
+
+  const control = (path: string, state: ControlState): Route => ({
+    method: 'POST',
+    path,
+    async handler({ req, params, actor }) {
+      const { reason } = await readJson(req, reasonBody, path.split('/').at(-1)!);
+      const target = params.id === undefined ? ('all' as const) : [idParam(params.id, 'task id')];
+      const tasks = await runs.setControl({ target, state, actor, reason });
+      return { json: { state, tasks } };
+    },
+  });
+
+  return [
+    {
+      method: 'GET',
+      path: '/api/tasks',
+      async handler({ query }) {
+        const q = parseWith(listTasksQuery, queryObject(query, ['state']), 'list');
+        // The cursor is read first: a board that lists, then follows /api/events?after=it, misses nothing.
+        const { lastEventId } = await tm.stats();
+        const tasks = await tm.findTasks({ states: q.state, assignee: q.assignee, queue: q.queue, limit: q.limit, afterId: q.after });
+        return { json: { tasks: tasks.map(toWireTask), last_event_id: lastEventId } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/tasks',
+      async handler({ req, actor }) {
+        const body = await readJson(req, createTaskBody, 'create');
+        if (body.attach) checkAttached(body, deps.capabilities);
+        const { task, created } = await tm.createTask(toInput(body), actor);
+        return {
+          status: created ? 201 : 200,
+          json: { ...toWireTask(task), created, attached: task.queue === ATTACHED_QUEUE, events_url: `/api/tasks/${task.id}/events` },
+        };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/tasks/:id',
+      async handler({ params }) {
+        const task = await tm.getTask(idParam(params.id, 'task id'));
+        const taskRuns = await runs.runsOf(task.id);
+        return { json: { ...toWireTask(task), events: task.events.map(toWireEvent), runs: taskRuns.map(toWireRun) } };
+      },
+    },
+    {
+      method: 'POST',
+      path: '/api/tasks/:id/cancel',
+      async handler({ req, params, actor }) {
+        const { reason } = await readJson(req, reasonBody, 'cancel');
+        const task = await tm.cancelTask({ taskId: idParam(params.id, 'task id'), actor, reason });
+        return { json: toWireTask(task) };
+      },
+    },
+    control('/api/tasks/:id/stop', 'stopped'),
+    control('/api/tasks/:id/pause', 'paused'),
+    control('/api/tasks/:id/resume', 'running'),
+    // The emergency stop (seed 000's Ctrl+Alt+Esc): every live run; the backlog is left alone.
+    control('/api/tasks/stop-all', 'stopped'),
+  ];
+}

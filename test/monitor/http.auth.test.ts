@@ -1,0 +1,90 @@
+import { request } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { OPERATOR } from '../../src/engine/index.js';
+import { isLoopback, tokensFromEnv } from '../../src/monitor/http/auth.js';
+import { api, card, openStream, startServer } from './http-helpers.js';
+
+const TOKEN = 'operator-token-0123456789';
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+describe('authentication', () => {
+  it('refuses to start where a token is required but none is set', async () => {
+    await expect(startServer({ requireToken: true, tokens: new Map() })).rejects.toThrow(/TASKLOOP_TOKEN/);
+    await expect(startServer({ host: '0.0.0.0', tokens: new Map() })).rejects.toThrow(/refusing to serve on 0\.0\.0\.0/);
+  });
+
+  it('with a token required, every endpoint answers 401 without it, and the bearer of TASKLOOP_TOKEN acts as the operator', async () => {
+    const { url } = await startServer({ requireToken: true, tokens: new Map([[TOKEN, OPERATOR]]) });
+    for (const [method, path] of [['GET', '/api/health'], ['GET', '/api/tasks'], ['POST', '/api/tasks'], ['POST', '/api/tasks/stop-all'], ['GET', '/api/approvals'], ['GET', '/api/nothing']] as const) {
+      const r = await api(url, method, path);
+      expect(r.status, `${method} ${path}`).toBe(401);
+      expect(r.json.error.code).toBe('UNAUTHORIZED');
+      expect(r.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    }
+    expect((await openStream(`${url}/api/events`)).status).toBe(401);
+    expect((await api(url, 'GET', '/api/health', undefined, bearer('wrong-token-0123456789'))).status).toBe(401);
+    expect((await api(url, 'GET', '/api/health', undefined, { authorization: `Basic ${TOKEN}` })).status).toBe(401);
+
+    const created = await api(url, 'POST', '/api/tasks', { title: 't', card: card() }, bearer(TOKEN));
+    expect(created.status).toBe(201);
+    expect(created.json.creator).toBe('operator');
+    const stream = await openStream(`${url}/api/tasks/${created.json.id}/events`, bearer(TOKEN));
+    await stream.ended;
+    expect(stream.events.at(-1)!.data.data.to).toBe('completed');
+  });
+
+  it('bound to 0.0.0.0 it requires the token even from 127.0.0.1', async () => {
+    const { server } = await startServer({ host: '0.0.0.0', tokens: new Map([[TOKEN, OPERATOR]]) });
+    const local = `http://127.0.0.1:${server.port}`;
+    expect((await api(local, 'GET', '/api/health')).status).toBe(401);
+    expect((await api(local, 'GET', '/api/health', undefined, bearer(TOKEN))).json.status).toBe('ok');
+  });
+
+  it('on loopback a request without a token is the operator; a token names its own identity, and the engine rules apply to it', async () => {
+    const alice = 'alice-token-0123456789';
+    const bob = 'bob-token-0123456789ab';
+    const tokens = tokensFromEnv({ TASKLOOP_TOKENS: JSON.stringify({ [alice]: { id: 'alice', role: 'agent' }, [bob]: { id: 'bob', role: 'agent' } }) });
+    const { url } = await startServer({ tokens });
+    expect((await api(url, 'POST', '/api/tasks', { title: 'op', attach: false })).json.creator).toBe('operator');
+    expect((await api(url, 'GET', '/api/health', undefined, bearer('not-a-token-0123456789'))).status).toBe(401);
+
+    const mine = (await api(url, 'POST', '/api/tasks', { title: 'mine', card: card() }, bearer(alice))).json;
+    expect(mine.creator).toBe('alice');
+    const stranger = await openStream(`${url}/api/tasks/${mine.id}/events`, bearer(bob));
+    expect(stranger.status).toBe(403);
+    expect(stranger.error.error.code).toBe('FORBIDDEN');
+    const cancel = await api(url, 'POST', `/api/tasks/${mine.id}/stop`, {}, bearer(bob));
+    expect(cancel.status).toBe(403);
+    expect(cancel.json.error.code).toBe('FORBIDDEN');
+    expect((await api(url, 'POST', `/api/tasks/${mine.id}/stop`, {}, bearer(alice))).json).toEqual({ state: 'stopped', tasks: [mine.id] });
+  });
+
+  it('refuses web pages of other origins and rebinding host names', async () => {
+    const { url, server } = await startServer();
+    const evil = await api(url, 'POST', '/api/tasks/stop-all', {}, { origin: 'http://evil.example' });
+    expect(evil.status).toBe(403);
+    expect(evil.json.error.code).toBe('ORIGIN_REFUSED');
+    expect((await api(url, 'GET', '/api/tasks', undefined, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect((await api(url, 'GET', '/api/tasks', undefined, { origin: url })).status).toBe(200);
+
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request({ host: '127.0.0.1', port: server.port, path: '/api/health', headers: { host: `rebound.example:${server.port}` } }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect(status).toBe(403);
+  });
+
+  it('reads TASKLOOP_TOKEN and TASKLOOP_TOKENS, and refuses malformed ones', () => {
+    expect(tokensFromEnv({})).toEqual(new Map());
+    expect(tokensFromEnv({ TASKLOOP_TOKEN: TOKEN }).get(TOKEN)).toEqual(OPERATOR);
+    expect(() => tokensFromEnv({ TASKLOOP_TOKEN: 'short' })).toThrow(/at least 16/);
+    expect(() => tokensFromEnv({ TASKLOOP_TOKENS: '{' })).toThrow(/not valid JSON/);
+    expect(() => tokensFromEnv({ TASKLOOP_TOKENS: JSON.stringify({ [TOKEN]: { id: 'x', role: 'system' } }) })).toThrow(/role/);
+    expect(['127.0.0.1', '127.0.0.2', '::1', '[::1]', 'localhost', '::ffff:127.0.0.1'].every(isLoopback)).toBe(true);
+    expect(['0.0.0.0', '10.0.0.1', '::', 'example.com', '128.0.0.1'].some(isLoopback)).toBe(false);
+  });
+});
