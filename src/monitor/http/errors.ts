@@ -10,7 +10,7 @@ import { type ErrorCode, isEngineError } from '../../engine/index.js';
 export const HTTP_ERROR_CODES = {
   UNAUTHORIZED: 'No valid `Authorization: Bearer` token was presented.',
   ORIGIN_REFUSED: 'The request came from a web page of another origin (or named a host that is not this server).',
-  NOT_FOUND: 'No such endpoint, or no run with the given id.',
+  NOT_FOUND: 'No such endpoint.',
   METHOD_NOT_ALLOWED: 'The endpoint exists but not for this method.',
   PAYLOAD_TOO_LARGE: 'The request body is over the limit (1 MiB).',
   RUN_ACTIVE: 'The task’s run is active and already owned by a stream (or held by another process).',
