@@ -74,11 +74,11 @@ export function openDatabase(opts: OpenOptions): Db {
     // A commit writes one WAL frame per page it changed, and a task's two transactions change
     // about ten pages, each by a few dozen bytes: with 4 KiB pages most of the bytes written,
     // checksummed and synced at checkpoints were untouched content. Measured on the queue
-    // bench: 1 KiB drains ~15% faster than 2 KiB and ~40% faster than 4 KiB. The price is
+    // bench: 1 KiB drains ~10% faster than 2 KiB and ~35% faster than 4 KiB. The price is
     // deeper b-trees (4 levels instead of 3 at a million tasks, still cached) and more
     // overflow pages for big cards.
     const file = opts.path !== ':memory:'; // an in-memory database is all page cache: keep its defaults
-    if (file && !opts.readonly) db.pragma(`page_size = ${process.env.TL_PS ?? 1024}`);
+    if (file && !opts.readonly) db.pragma('page_size = 1024');
     // Several processes may open a fresh file at once: switching to WAL can hit SQLITE_BUSY.
     if (!opts.readonly) retryBusySync(() => db.pragma('journal_mode = WAL'));
     db.pragma(`synchronous = ${opts.durability === 'full' ? 'FULL' : 'NORMAL'}`);
@@ -91,13 +91,15 @@ export function openDatabase(opts: OpenOptions): Db {
     db.pragma(`wal_autocheckpoint = ${WAL_AUTOCHECKPOINT_BYTES / (db.pragma('page_size', { simple: true }) as number)}`);
     // No mmap_size: it halves a million-task stats() (fewer pread calls), but every fetch
     // of a mapped page then looks the page up in the WAL index again, and the queue drain
-    // measured ~4% slower with it.
+    // measured ~4% slower with it. No temp_store either: no hot statement builds a temporary
+    // b-tree (findTasks merges per-state pages in JS instead of sorting), and those that do
+    // (the sweep's ORDER BY over the few leased tasks) stay in memory at this size anyway.
     // A 1 MiB page cache instead of this build's 16 MiB default: the pages a claim or a move
     // touches (a few root-to-leaf paths and the right edge of the event log) fit many times
     // over, and at the commit after any b-tree rebalance SQLite scans the cache's whole hash
     // table (it re-keys pages through the page number past the lock byte), so a big cache
-    // makes those commits slower. Measured: 1 MiB drains ~5% faster than 2 MiB and ~7%
-    // faster than 4 MiB. The OS page cache still holds the file for bigger reads.
+    // makes those commits slower. Measured: 1 MiB drains 5-10% faster than 2 or 4 MiB (the
+    // machine is noisy). The OS page cache still holds the file for bigger reads.
     if (file) db.pragma('cache_size = -1000');
     if (!opts.readonly) retryBusySync(() => migrate(db));
     return db;

@@ -7,24 +7,26 @@
  */
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
-import type { EventWriter } from './rows.js';
+import { type EventWriter, prepareDeleteTaskEvents } from './rows.js';
 
 export type Compact = (before: number, now: number, events: TaskEvent[]) => number;
 
 const BATCH = 500;
 
 export function prepareRetention(db: Db, writer: EventWriter): Compact {
+  // A task still has events while its chain head is set, or while it has indexed (non-state) events.
   const finished = db.prepare<[number, number], { id: number }>(
     `SELECT id FROM tasks WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ?
-       AND EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = tasks.id) LIMIT ?`,
+       AND (last_event_id IS NOT NULL OR EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = tasks.id AND e.prev_id IS NULL)) LIMIT ?`,
   );
   const dropSteps = db.prepare('DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE task_id = ?)');
-  const dropEvents = db.prepare('DELETE FROM task_events WHERE task_id = ?');
+  // A task's events go all together, through its chain and the index (see rows.ts).
+  const dropEvents = prepareDeleteTaskEvents(db);
   return (before, now, events) => {
     const ids = finished.all(before, BATCH).map((r) => r.id);
     for (const id of ids) {
       dropSteps.run(id);
-      dropEvents.run(id);
+      dropEvents(id);
     }
     if (ids.length > 0) {
       events.push(writer.append(null, 'retention.compacted', 'retention', { tasks: ids.length, finished_before: new Date(before).toISOString() }, now));
