@@ -27,7 +27,8 @@ import { checkCardWithTools } from './card-check.js';
 import { buildEnvelope } from './envelope.js';
 import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
-import { DEGRADED, type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
+import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
+import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { canonical, createDetectors } from './detectors.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
 import { checkPlanAction, progressVector, replan } from './plan.js';
@@ -214,69 +215,12 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   };
 
   try {
-    // A step that started but never finished was interrupted by a crash.
-    for (const unfinished of opened.steps.filter((s) => s.status === 'started')) {
-      const tool = unfinished.tool === null ? undefined : tools.get(unfinished.tool);
-      if (unfinished.kind !== 'action' || tool === undefined) {
-        // An interrupted observation or decision is simply made again.
-        yield* settle(unfinished, 'abandoned', { error: 'interrupted; made again', durationMs: 0 });
-      } else if (tool.kind === 'read' || tool.idempotent) {
-        // The decision stands: a read, or a write that is safe to repeat under the same
-        // idempotency key, is carried out again.
-        if (tool.kind === 'write') state.usage.writeCalls++;
-        const out = await exec(tool.name, unfinished.args as Record<string, unknown>, unfinished.idempotencyKey ?? randomUUID());
-        if (!out.ok && out.aborted) {
-          yield* settle(unfinished, 'failed', { error: out.error, durationMs: out.durationMs });
-        } else {
-          const done = yield* settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
-          recordAction(state, done, tool.kind === 'write');
-        }
-      } else {
-        state.usage.writeCalls++;
-        const lost = yield* settle(unfinished, 'unknown', { error: 'the write started but its outcome was lost in a crash; reconcile it before resuming', durationMs: 0 });
-        recordAction(state, lost, true);
-        const fin = await finish('waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${tool.name}) may or may not have taken effect` });
-        yield fin.event;
-        return fin.result;
-      }
-    }
-
-    // A call parked on an approval: the decision says what happens to exactly that call.
-    for (const parked of opened.steps.filter((s) => s.status === 'waiting_approval')) {
-      const approval = await runs.approvalForStep(parked.id);
-      const tool = tools.get(parked.tool ?? '');
-      if (approval !== undefined) state.trace.pendingIds.push(`approval-${approval.id}`);
-      if (approval?.state === 'approved' && tool !== undefined) {
-        await runs.useApproval(fence, approval.id);
-        if (tool.kind === 'write') state.usage.writeCalls++;
-        const out = await exec(tool.name, approval.args, parked.idempotencyKey ?? randomUUID());
-        if (!(!out.ok && out.aborted)) await runs.breakerRecord(tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
-        if (out.ok) state.usage.consecutiveFailures = 0;
-        else state.usage.consecutiveFailures++;
-        const done = yield* settle(parked, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
-        recordAction(state, done, tool.kind === 'write');
-        continue;
-      }
-      if (approval?.state === 'pending' && current() !== 'stopped') {
-        await runs.reparkForApproval(fence, approval);
-        yield { type: 'run_paused', reason: `still waiting for approval ${approval.id}` };
-        return { runId: run.id, taskId: fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null };
-      }
-      const expired = approval?.state === 'expired';
-      const degrade = expired && card.approval?.on_expiry === 'degraded';
-      const reason = degrade ? DEGRADED : approval === undefined ? 'its approval is missing' : `approval ${approval.id} ${approval.state}${approval.reason === null ? '' : `: ${approval.reason}`}`;
-      const refused = yield* settle(parked, 'rejected', { error: reason, durationMs: 0 });
-      recordAction(state, refused, tool?.kind === 'write');
-      if (degrade) {
-        state.degraded = true;
-        rejections.push({ tool: parked.tool ?? '', reason });
-      } else if (current() !== 'stopped') {
-        // (A stopped run is cancelled at the top of the loop instead.)
-        const fin = expired ? await finish('failed', 'approval_expired', { message: reason }) : await finish('rejected', 'approval_rejected', { message: reason });
-        yield fin.event;
-        return fin.result;
-      }
-    }
+    const scope: ResumeScope = {
+      state, tools, runs, fence, card, runId: run.id, breakerPolicy: ctx.breakerPolicy, rejections,
+      exec, settle, finish, stopped: () => current() === 'stopped',
+    };
+    const early = (yield* resumeInterrupted(scope, opened.steps)) ?? (yield* resumeParked(scope, opened.steps));
+    if (early !== undefined) return early;
 
     for (;;) {
       if (abort.signal.aborted || current() === 'stopped') {

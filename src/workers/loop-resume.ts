@@ -1,0 +1,107 @@
+/**
+ * Resuming a run after a crash, a release or an approval wait: settling the steps the
+ * previous attempt left open before the loop goes on. An interrupted observation or
+ * decision is made again; an interrupted read, or idempotent write, is carried out again
+ * under its idempotency key; any other interrupted write is never repeated (its outcome is
+ * unknown: the run waits for input). A call parked on an approval does what the decision says.
+ */
+import { randomUUID } from 'node:crypto';
+import type { BreakerPolicy, Fence, FinalPhase, RunStore, Step, TaskCard } from '../engine/index.js';
+import type { ToolRegistry } from '../tools/registry.js';
+import type { AcceptanceReport } from './acceptance.js';
+import type { ExecOutcome } from './execute.js';
+import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
+import type { RunResult, TaskLoopEvent } from './loop.js';
+
+type Settle = (
+  started: Step,
+  status: 'ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned',
+  out: { result?: unknown; error?: string; durationMs: number; tokens?: number },
+) => AsyncGenerator<TaskLoopEvent, Step, undefined>;
+
+/** What the resume needs of the loop that runs it. */
+export interface ResumeScope {
+  state: LoopState;
+  tools: ToolRegistry;
+  runs: RunStore;
+  fence: Fence;
+  card: TaskCard;
+  runId: number;
+  breakerPolicy: BreakerPolicy;
+  /** The refusals the planner hears at its next decision (appended to). */
+  rejections: Array<{ tool: string; reason: string }>;
+  exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
+  settle: Settle;
+  finish(phase: FinalPhase, stopReason: string, extra?: { message?: string; acceptance?: AcceptanceReport }): Promise<{ event: TaskLoopEvent; result: RunResult }>;
+  stopped(): boolean;
+}
+
+/** Settles steps a crash interrupted; returns a result when the run must end here. */
+export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+  for (const unfinished of steps.filter((step) => step.status === 'started')) {
+    const tool = unfinished.tool === null ? undefined : s.tools.get(unfinished.tool);
+    if (unfinished.kind !== 'action' || tool === undefined) {
+      // An interrupted observation or decision is simply made again.
+      yield* s.settle(unfinished, 'abandoned', { error: 'interrupted; made again', durationMs: 0 });
+    } else if (tool.kind === 'read' || tool.idempotent) {
+      // The decision stands: a read, or a write that is safe to repeat under the same
+      // idempotency key, is carried out again.
+      if (tool.kind === 'write') s.state.usage.writeCalls++;
+      const out = await s.exec(tool.name, unfinished.args as Record<string, unknown>, unfinished.idempotencyKey ?? randomUUID());
+      if (!out.ok && out.aborted) {
+        yield* s.settle(unfinished, 'failed', { error: out.error, durationMs: out.durationMs });
+      } else {
+        const done = yield* s.settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+        recordAction(s.state, done, tool.kind === 'write');
+      }
+    } else {
+      s.state.usage.writeCalls++;
+      const lost = yield* s.settle(unfinished, 'unknown', { error: 'the write started but its outcome was lost in a crash; reconcile it before resuming', durationMs: 0 });
+      recordAction(s.state, lost, true);
+      const fin = await s.finish('waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${tool.name}) may or may not have taken effect` });
+      yield fin.event;
+      return fin.result;
+    }
+  }
+  return undefined;
+}
+
+/** Carries out, refuses or re-parks each call parked on an approval; returns a result when the run must end or park here. */
+export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+  for (const parked of steps.filter((step) => step.status === 'waiting_approval')) {
+    const approval = await s.runs.approvalForStep(parked.id);
+    const tool = s.tools.get(parked.tool ?? '');
+    if (approval !== undefined) s.state.trace.pendingIds.push(`approval-${approval.id}`);
+    if (approval?.state === 'approved' && tool !== undefined) {
+      await s.runs.useApproval(s.fence, approval.id);
+      if (tool.kind === 'write') s.state.usage.writeCalls++;
+      const out = await s.exec(tool.name, approval.args, parked.idempotencyKey ?? randomUUID());
+      if (!(!out.ok && out.aborted)) await s.runs.breakerRecord(tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+      if (out.ok) s.state.usage.consecutiveFailures = 0;
+      else s.state.usage.consecutiveFailures++;
+      const done = yield* s.settle(parked, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+      recordAction(s.state, done, tool.kind === 'write');
+      continue;
+    }
+    if (approval?.state === 'pending' && !s.stopped()) {
+      await s.runs.reparkForApproval(s.fence, approval);
+      yield { type: 'run_paused', reason: `still waiting for approval ${approval.id}` };
+      return { runId: s.runId, taskId: s.fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null };
+    }
+    const expired = approval?.state === 'expired';
+    const degrade = expired && s.card.approval?.on_expiry === 'degraded';
+    const reason = degrade ? DEGRADED : approval === undefined ? 'its approval is missing' : `approval ${approval.id} ${approval.state}${approval.reason === null ? '' : `: ${approval.reason}`}`;
+    const refused = yield* s.settle(parked, 'rejected', { error: reason, durationMs: 0 });
+    recordAction(s.state, refused, tool?.kind === 'write');
+    if (degrade) {
+      s.state.degraded = true;
+      s.rejections.push({ tool: parked.tool ?? '', reason });
+    } else if (!s.stopped()) {
+      // (A stopped run is cancelled at the top of the loop instead.)
+      const fin = expired ? await s.finish('failed', 'approval_expired', { message: reason }) : await s.finish('rejected', 'approval_rejected', { message: reason });
+      yield fin.event;
+      return fin.result;
+    }
+  }
+  return undefined;
+}
