@@ -4,6 +4,7 @@
  */
 import type { Command } from 'commander';
 import { EngineError, type RunStore, type SqliteTaskStore, type TaskManager, createSqliteRunStore } from '../engine/index.js';
+import { boardRoutes } from '../monitor/board/board.js';
 import { type HttpServer, type HttpServerOptions, createHttpServer } from '../monitor/http/server.js';
 import { isLoopback, tokensFromEnv } from '../monitor/http/auth.js';
 import type { Route } from '../monitor/http/router.js';
@@ -44,7 +45,7 @@ export async function startHttp(ctx: CliContext, opts: HttpServerOptions): Promi
   const monitor = await createMonitor({ tm: opts.tm, runs: opts.runs });
   const metrics = createMetrics(monitor);
   const metricsRoute: Route = { method: 'GET', path: '/metrics', handler: async () => ({ text: await metrics.render(), contentType: metrics.contentType }) };
-  const server = await createHttpServer({ log: (line) => ctx.log(line), ...opts, tokens, extraRoutes: [...(opts.extraRoutes ?? []), metricsRoute] });
+  const server = await createHttpServer({ log: (line) => ctx.log(line), ...opts, tokens, extraRoutes: [...(opts.extraRoutes ?? []), metricsRoute, ...boardRoutes()] });
   process.stderr.write(`listening on ${server.url}\n`);
   return {
     ...server,

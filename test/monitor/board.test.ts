@@ -1,0 +1,167 @@
+/**
+ * The live board in a real headless Chromium (Debian's /usr/bin/chromium, driven by
+ * playwright-core; no browser is ever downloaded), against a real `taskloop serve` process
+ * and a real daemon over one SQLite file.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type BrowserContext, type Page, chromium } from 'playwright-core';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import type { SqliteTaskStore } from '../../src/engine/index.js';
+import { boardRoutes } from '../../src/monitor/board/board.js';
+import { ticketStore } from '../../src/tools/tickets.js';
+import { ROOT, freshManager, tempDir, waitFor } from '../helpers.js';
+import { startDaemonProcess } from '../workers/daemon-helpers.js';
+import { api, card, startServer } from './http-helpers.js';
+
+const CHROMIUM = process.env.TASKLOOP_CHROMIUM ?? '/usr/bin/chromium';
+const ARTIFACTS = join(ROOT, 'test-artifacts');
+
+/** A fresh headless Chromium with its own profile; closed when the test finishes. */
+async function openBrowser(): Promise<{ context: BrowserContext; page: Page; dialogs: string[]; errors: string[] }> {
+  expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (or set TASKLOOP_CHROMIUM)`).toBe(true);
+  const context = await chromium.launchPersistentContext(tempDir(), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    viewport: { width: 1600, height: 900 },
+  });
+  onTestFinished(() => context.close());
+  const page = context.pages()[0] ?? (await context.newPage());
+  const dialogs: string[] = [];
+  const errors: string[] = [];
+  page.on('dialog', (d) => {
+    dialogs.push(`${d.type()}: ${d.message()}`);
+    void d.dismiss();
+  });
+  page.on('pageerror', (err) => errors.push(err.message));
+  page.on('console', (msg) => {
+    if (msg.type() === 'error') errors.push(`${msg.text()} (${msg.location().url})`);
+  });
+  return { context, page, dialogs, errors };
+}
+
+/** `taskloop serve --port 0` as a real process; resolves with its address. */
+async function spawnServe(db: string): Promise<{ child: ChildProcess; url: string; lines: string[] }> {
+  const child = spawn(process.execPath, [join(ROOT, 'bin/taskloop'), '--db', db, 'serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TASKLOOP_TOKEN: '', TASKLOOP_TOKENS: '' } });
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  onTestFinished(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
+      await exited;
+      clearTimeout(timer);
+    }
+  });
+  const lines: string[] = [];
+  child.stderr!.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter((l) => l !== '')));
+  child.stdout!.resume();
+  const line = await waitFor(() => lines.find((l) => l.startsWith('listening on ')), 20_000, `the listening line\n${lines.join('\n')}`);
+  return { child, url: line.slice('listening on '.length), lines };
+}
+
+/** seed 003's ticket card: raise a ticket to urgent, then notify on-call — which needs an approval. */
+function ticketCard(ticket: string) {
+  return {
+    goal: `Raise ${ticket} to urgent and notify on-call`,
+    planner: 'scripted',
+    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
+    observe: { tool: 'get_ticket', args: { ticket_id: ticket } },
+    scope: { write_ticket_ids: [ticket] },
+    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
+    approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: 'degraded' },
+    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: ticket } } },
+    acceptance: {
+      checks: [
+        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
+        { id: 'notify_ok', path: 'ticket.notified', equals: true },
+        { id: 'tools_ok', tools_subset: true },
+      ],
+      manual: [],
+    },
+    script: [
+      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: ticket, priority: 'urgent' } },
+      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: ticket, message: `${ticket} is now urgent` } },
+      { action: 'done' },
+    ],
+  };
+}
+
+describe('the live board', () => {
+  it('shows a daemon task waiting for approval, approves it from the panel, and follows it to completed', async () => {
+    const tm = freshManager();
+    ticketStore((tm.store as SqliteTaskStore).db).seed();
+    const served = await spawnServe(tm.path);
+    const daemon = await startDaemonProcess(tm.path, ['--workers', '1']);
+    onTestFinished(() => {
+      if (daemon.child.exitCode === null && daemon.child.signalCode === null) daemon.child.kill('SIGTERM');
+    });
+    const { page, errors } = await openBrowser();
+
+    const response = await page.goto(`${served.url}/`);
+    expect(response!.status()).toBe(200);
+    expect(response!.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
+    await page.locator('#conn[data-conn="live"]').waitFor({ timeout: 15_000 });
+    await expect.poll(() => page.locator('[data-column]').count()).toBe(8);
+
+    // Created after the page loaded: the card, the approval and every move arrive over /api/events.
+    const created = await api(served.url, 'POST', '/api/tasks', { title: 'Raise T-1024 to urgent', card: ticketCard('T-1024'), attach: false });
+    expect(created.status, JSON.stringify(created.json)).toBe(201);
+    const id = created.json.id as number;
+
+    const approval = page.locator(`#approvals [data-task-id="${id}"]`);
+    await approval.waitFor({ timeout: 20_000 });
+    await expect.poll(() => approval.locator('.tool').textContent()).toBe('notify_oncall');
+    await page.locator(`[data-column="waiting"] [data-task-id="${id}"]`).waitFor({ timeout: 10_000 });
+
+    // The detail of a waiting task: its run, budget and timeline so far, and a Stop button.
+    await page.locator(`[data-column="waiting"] [data-task-id="${id}"]`).click();
+    await page.locator(`#detail [data-detail-task="${id}"]`).waitFor();
+    await page.locator('#detail [data-action="stop"]').waitFor();
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'board-approval.png') });
+
+    await approval.locator('[data-action="approve"]').click();
+    await page.locator(`[data-column="completed"] [data-task-id="${id}"]`).waitFor({ timeout: 20_000 });
+    await expect.poll(() => page.locator('#approvals [data-approval-id]').count(), { timeout: 10_000 }).toBe(0);
+
+    // The open detail follows too: completed, accepted, with notify_oncall in its timeline.
+    await page.locator('#detail [data-detail-state="completed"]').waitFor({ timeout: 10_000 });
+    await expect.poll(() => page.locator('#detail [data-run-phase]').textContent(), { timeout: 10_000 }).toBe('completed / accepted');
+    expect(await page.locator('#detail ol.timeline li[data-step-tool="notify_oncall"]').count()).toBeGreaterThan(0);
+    expect(await page.locator('#detail table.budget').textContent()).toMatch(/write calls\s*\d+ \/ 5/);
+    expect(await page.locator('#detail [data-action="stop"]').count()).toBe(0);
+
+    expect((await tm.getTask(id)).state).toBe('completed');
+    expect(ticketStore((tm.store as SqliteTaskStore).db).get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
+    expect(errors).toEqual([]);
+
+    await page.screenshot({ path: join(ARTIFACTS, 'board.png'), fullPage: true });
+  });
+
+  it('renders task titles as text, and the page’s origin passes the server’s checks where a foreign one does not', async () => {
+    const { url } = await startServer({ extraRoutes: boardRoutes() });
+    const title = '<img src=x onerror=alert(1)>';
+    const created = await api(url, 'POST', '/api/tasks', { title, card: card(), attach: false });
+    expect(created.status).toBe(201);
+    const { page, dialogs, errors } = await openBrowser();
+    await page.goto(`${url}/board`);
+    const item = page.locator(`[data-column="pending"] [data-task-id="${created.json.id}"] .title`);
+    await item.waitFor({ timeout: 15_000 });
+    expect(await item.textContent()).toBe(title);
+    await item.click();
+    await expect.poll(() => page.locator('#detail .detail-title').textContent()).toBe(`#${created.json.id} ${title}`);
+    expect(await page.locator('img').count()).toBe(0);
+
+    // A same-origin POST from the page passes the origin check (stop-all answers 200).
+    const stopAll = await page.evaluate(async () => (await fetch('/api/tasks/stop-all', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status);
+    expect(stopAll).toBe(200);
+    // A foreign origin is still refused.
+    const foreign = await api(url, 'POST', '/api/tasks/stop-all', {}, { origin: 'http://evil.example' });
+    expect(foreign.status).toBe(403);
+    expect(dialogs).toEqual([]);
+    // This server has no GET /metrics (startHttp mounts it): the board hides the breaker state.
+    expect(errors.filter((e) => !e.endsWith('/metrics)'))).toEqual([]);
+  });
+});
