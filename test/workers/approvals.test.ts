@@ -66,6 +66,7 @@ describe('approvals', () => {
     expect(resumed.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
     expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
     expect(await h.runs.getApproval(approval!.id)).toMatchObject({ state: 'used' });
+    expect((await h.tm.getTask(task.id)).attempts).toBe(1); // the wait for a person used up no attempt
     const env = resumed.result.envelope!;
     expect(env.trace.pending_ids).toEqual([`approval-${approval!.id}`]);
     expect(env.side_effects.map((s) => s.tool)).toEqual(['update_ticket_priority', 'notify_oncall']);

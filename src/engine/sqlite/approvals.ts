@@ -69,10 +69,15 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
   const unusedOf = db.prepare<[number], Row>("SELECT * FROM approvals WHERE task_id = ? AND state IN ('approved', 'pending')");
   const unusedAll = db.prepare<[], Row>("SELECT * FROM approvals WHERE state IN ('approved', 'pending')");
 
+  const giveBackAttempt = db.prepare('UPDATE tasks SET attempts = MAX(attempts - 1, 0) WHERE id = ?');
   /** A decided or expired approval puts its waiting task back in the queue, to be resumed. */
   const requeue = (taskId: number, reason: string, now: number, events: TaskEvent[]) => {
     const task = getRow(taskId);
-    if (task !== undefined && task.state === 'waiting') apply(task, { to: 'pending', actor: 'approval', reason }, now, events);
+    if (task === undefined || task.state !== 'waiting') return;
+    apply(task, { to: 'pending', actor: 'approval', reason }, now, events);
+    // Waiting for a person is not a failed attempt: the claim that resumes the run must not
+    // use up one of the task's max_attempts.
+    giveBackAttempt.run(taskId);
   };
 
   const get = (id: number): Row => {

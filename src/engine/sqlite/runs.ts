@@ -118,6 +118,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   );
   const clearControl = db.prepare('DELETE FROM controls WHERE task_id = ?');
   const setRestarts = db.prepare('UPDATE runs SET restarts = ? WHERE id = ?');
+  const giveBackAttempt = db.prepare('UPDATE tasks SET attempts = MAX(attempts - 1, 0) WHERE id = ?');
 
   const claimOf = db.prepare<[number], { state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = ?');
   /** The fence of a step write: only the claim is read, not the row (the card can be large). */
@@ -247,6 +248,8 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       setPhase.run('paused', runId);
       events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: runId, reason }, now));
       apply(task, { to: 'pending', actor: 'daemon', reason }, now, events);
+      // A graceful release is not a failed attempt either (unlike a lease that ran out).
+      giveBackAttempt.run(f.taskId);
     },
     getRun(runId) {
       const row = runById.get(runId);
