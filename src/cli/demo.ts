@@ -8,6 +8,7 @@
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import { type RunStore, type SqliteTaskStore, type Task, type TaskEvent, createSqliteRunStore } from '../engine/index.js';
+import { ticketCard } from '../tools/ticket-card.js';
 import { ticketStore } from '../tools/tickets.js';
 import { startDaemon } from '../workers/daemon.js';
 import type { CliContext } from './context.js';
@@ -15,34 +16,6 @@ import type { Run } from './task-commands.js';
 
 type Planner = 'scripted' | 'llm';
 
-function ticketCard(ticket: string, planner: Planner, approval: { expires_in: string; on_expiry: 'degraded' | 'failed' }) {
-  const card: Record<string, unknown> = {
-    goal: `Raise ${ticket} to urgent and notify on-call`,
-    planner,
-    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
-    observe: { tool: 'get_ticket', args: { ticket_id: ticket } },
-    scope: { write_ticket_ids: [ticket] },
-    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
-    approval: { tools: ['notify_oncall'], ...approval },
-    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: ticket } } },
-    acceptance: {
-      checks: [
-        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
-        { id: 'notify_ok', path: 'ticket.notified', equals: true },
-        { id: 'tools_ok', tools_subset: true },
-      ],
-      manual: [],
-    },
-  };
-  if (planner === 'scripted') {
-    card.script = [
-      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: ticket, priority: 'urgent' } },
-      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: ticket, message: `${ticket} is now urgent` } },
-      { action: 'done' },
-    ];
-  }
-  return card;
-}
 
 function stepCard(text: string) {
   return {
@@ -115,9 +88,9 @@ export function registerDemoCommand(program: Command, run: Run): void {
         const operator = ctx.actor;
         const made = await tm.createTasks(
           [
-            { title: 'Ticket T-1024: approve the page (path: done)', card: ticketCard('T-1024', planner, { expires_in: '10m', on_expiry: 'failed' }) },
-            { title: 'Ticket T-1025: page left waiting (path: waiting)', card: ticketCard('T-1025', planner, { expires_in: '1h', on_expiry: 'failed' }) },
-            { title: 'Ticket T-1026: approval expires (path: degraded)', card: ticketCard('T-1026', planner, { expires_in: '2s', on_expiry: 'degraded' }) },
+            { title: 'Ticket T-1024: approve the page (path: done)', card: ticketCard('T-1024', { planner, expiresIn: '10m', onExpiry: 'failed' }) },
+            { title: 'Ticket T-1025: page left waiting (path: waiting)', card: ticketCard('T-1025', { planner, expiresIn: '1h', onExpiry: 'failed' }) },
+            { title: 'Ticket T-1026: approval expires (path: degraded)', card: ticketCard('T-1026', { planner, expiresIn: '2s', onExpiry: 'degraded' }) },
             { ref: 'fetch', title: 'Fetch the release notes', card: stepCard('fetched release notes') },
             { ref: 'summarise', title: 'Summarise them', card: stepCard('summary written'), dependsOnRefs: ['fetch'] },
             { ref: 'publish', title: 'Publish the summary', card: stepCard('summary published'), dependsOnRefs: ['summarise'] },

@@ -4,6 +4,7 @@
  * and a real daemon over one SQLite file.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { ticketCard } from '../../src/tools/ticket-card.js';
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type BrowserContext, type Page, chromium } from 'playwright-core';
@@ -59,33 +60,6 @@ async function spawnServe(db: string): Promise<{ child: ChildProcess; url: strin
   child.stdout!.resume();
   const line = await waitFor(() => lines.find((l) => l.startsWith('listening on ')), 20_000, `the listening line\n${lines.join('\n')}`);
   return { child, url: line.slice('listening on '.length), lines };
-}
-
-/** seed 003's ticket card: raise a ticket to urgent, then notify on-call — which needs an approval. */
-function ticketCard(ticket: string) {
-  return {
-    goal: `Raise ${ticket} to urgent and notify on-call`,
-    planner: 'scripted',
-    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
-    observe: { tool: 'get_ticket', args: { ticket_id: ticket } },
-    scope: { write_ticket_ids: [ticket] },
-    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
-    approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: 'degraded' },
-    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: ticket } } },
-    acceptance: {
-      checks: [
-        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
-        { id: 'notify_ok', path: 'ticket.notified', equals: true },
-        { id: 'tools_ok', tools_subset: true },
-      ],
-      manual: [],
-    },
-    script: [
-      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: ticket, priority: 'urgent' } },
-      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: ticket, message: `${ticket} is now urgent` } },
-      { action: 'done' },
-    ],
-  };
 }
 
 describe('the live board', () => {

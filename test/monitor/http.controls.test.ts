@@ -1,33 +1,8 @@
 import { describe, expect, it } from 'vitest';
+import { ticketCard } from '../../src/tools/ticket-card.js';
 import { ticketStore } from '../../src/tools/tickets.js';
 import { waitFor } from '../helpers.js';
 import { api, card, createAttached, openStream, startServer, waitCard } from './http-helpers.js';
-
-/** Seed 003's ticket card: notify_oncall needs an approval. */
-function ticketCard(ticket = 'T-1024') {
-  return card({
-    goal: `Raise ${ticket} to urgent and notify on-call`,
-    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
-    observe: { tool: 'get_ticket', args: { ticket_id: ticket } },
-    scope: { write_ticket_ids: [ticket] },
-    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
-    approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: 'degraded' },
-    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: ticket } } },
-    acceptance: {
-      checks: [
-        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
-        { id: 'notify_ok', path: 'ticket.notified', equals: true },
-        { id: 'tools_ok', tools_subset: true },
-      ],
-      manual: [],
-    },
-    script: [
-      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: ticket, priority: 'urgent' } },
-      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: ticket, message: `${ticket} is now urgent` } },
-      { action: 'done' },
-    ],
-  });
-}
 
 describe('run controls over HTTP', () => {
   it('stop-all stops every live run (each stream ends with run_finished cancelled / user_stop) and leaves the backlog alone', async () => {
@@ -72,7 +47,7 @@ describe('approvals over HTTP', () => {
     const { url, db } = await startServer();
     const tickets = ticketStore(db);
     tickets.seed();
-    const id = await createAttached(url, ticketCard());
+    const id = await createAttached(url, ticketCard('T-1024'));
     const stream = await openStream(`${url}/api/tasks/${id}/events`);
     const requested = await stream.next((e) => e.event === 'approval.requested', 'the approval request');
     await stream.next((e) => e.event === 'task.transitioned' && e.data.data.to === 'waiting', 'the task to wait');

@@ -2,36 +2,12 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteRunStore } from '../../src/engine/index.js';
+import { ticketCard } from '../../src/tools/ticket-card.js';
 import { ticketStore } from '../../src/tools/tickets.js';
 import { freshManager, waitFor } from '../helpers.js';
 import { spawnCli } from '../cli/helpers.js';
 import { startDaemonProcess } from './daemon-helpers.js';
 
-function ticketCard(ticket: string, onExpiry: 'degraded' | 'failed' = 'degraded', expiresIn = '30m') {
-  return {
-    goal: `Raise ${ticket} to urgent and notify on-call`,
-    planner: 'scripted',
-    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
-    observe: { tool: 'get_ticket', args: { ticket_id: ticket } },
-    scope: { write_ticket_ids: [ticket] },
-    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
-    approval: { tools: ['notify_oncall'], expires_in: expiresIn, on_expiry: onExpiry },
-    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: ticket } } },
-    acceptance: {
-      checks: [
-        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
-        { id: 'notify_ok', path: 'ticket.notified', equals: true },
-        { id: 'tools_ok', tools_subset: true },
-      ],
-      manual: [],
-    },
-    script: [
-      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: ticket, priority: 'urgent' } },
-      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: ticket, message: `${ticket} is now urgent` } },
-      { action: 'done' },
-    ],
-  };
-}
 
 async function createFromCli(db: string, dir: string, name: string, card: unknown): Promise<number> {
   const file = join(dir, `${name}.json`);
@@ -49,7 +25,7 @@ describe('the ticket demo through a real daemon', () => {
     const daemon = await startDaemonProcess(tm.path, ['--sweep', '* * * * * *']);
     const done = await createFromCli(tm.path, dir, 'done', ticketCard('T-1024'));
     const waiting = await createFromCli(tm.path, dir, 'waiting', ticketCard('T-1025'));
-    const degraded = await createFromCli(tm.path, dir, 'degraded', ticketCard('T-1026', 'degraded', '1s'));
+    const degraded = await createFromCli(tm.path, dir, 'degraded', ticketCard('T-1026', { expiresIn: '1s' }));
     await waitFor(async () => (await Promise.all([done, waiting, degraded].map((id) => tm.getTask(id)))).every((t) => t.state === 'waiting'), 20_000, 'all three to wait for approval');
 
     const pending = JSON.parse((await spawnCli(['--db', tm.path, '--json', 'approvals', 'list'])).stdout) as Array<{ id: number; task_id: number; tool: string }>;
