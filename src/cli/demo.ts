@@ -13,6 +13,8 @@ import { ticketStore } from '../tools/tickets.js';
 import { startDaemon } from '../workers/daemon.js';
 import type { CliContext } from './context.js';
 import type { Run } from './task-commands.js';
+import type { HttpServer } from '../monitor/http/server.js';
+import { portArg, startHttp } from './serve-command.js';
 
 type Planner = 'scripted' | 'llm';
 
@@ -67,6 +69,7 @@ export function registerDemoCommand(program: Command, run: Run): void {
     .description('run the ticket demo end to end on the database (a daemon, approvals, acceptance), then exit')
     .option('--yes', 'approve the pending approval without asking')
     .option('--workers <n>', 'worker threads (default 2)')
+    .option('--port <p>', 'port of the board (default 7070; 0 picks a free one)')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const planner: Planner = process.env.OPENAI_API_KEY ? 'llm' : 'scripted';
@@ -85,6 +88,14 @@ export function registerDemoCommand(program: Command, run: Run): void {
           log: quiet ? undefined : (l) => ctx.log(`daemon: ${l}`),
         });
 
+        // The board, served while the demo runs (a taken port is no reason to fail the demo).
+        let board: HttpServer | undefined;
+        try {
+          board = await startHttp(ctx, { tm, runs, port: o.port === undefined ? 7070 : portArg(o.port, '--port'), log: () => undefined });
+          ctx.log(`board: ${board.url}/ (live while the demo runs; \`taskloop serve\` keeps it up afterwards)`);
+        } catch (err) {
+          ctx.log(`board not started: ${err instanceof Error ? err.message : String(err)}`);
+        }
         const operator = ctx.actor;
         const made = await tm.createTasks(
           [
@@ -138,6 +149,7 @@ export function registerDemoCommand(program: Command, run: Run): void {
           }
         }
         await daemon.stop(5000);
+        await board?.close(1000);
 
         const summary: Array<{ id: number; title: string; state: string; phase: string | null; acceptance: string | null; failed_checks: string[] }> = [];
         for (const t of [approveMe!, waitMe!, expireMe!, ...graph]) {

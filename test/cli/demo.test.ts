@@ -7,10 +7,11 @@ describe('taskloop demo', () => {
   it('runs the three ticket paths and the dependency graph to their ends, approving by itself without a terminal, and exits 0', async () => {
     const db = join(tempDir(), 'demo.db');
     const env = { OPENAI_API_KEY: '' };
-    const r = await spawnCli(['--db', db, '--json', 'demo'], { env });
+    const r = await spawnCli(['--db', db, '--json', 'demo', '--port', '0'], { env });
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toContain('planner: scripted (set OPENAI_API_KEY to use an LLM)');
     expect(r.stderr).toContain('approving notify_oncall');
+    expect(r.stderr).toMatch(/board: http:\/\/127\.0\.0\.1:\d+\//);
     const out = JSON.parse(r.stdout) as { planner: string; tasks: Array<{ state: string; phase: string; acceptance: string | null }>; pending_approvals: number[] };
     expect(out.planner).toBe('scripted');
     expect(out.tasks.map((t) => [t.state, t.phase, t.acceptance])).toEqual([
