@@ -20,3 +20,4 @@ export * from './cards.js';
 export type * from './schedules.js';
 export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
+export { createWriteLock } from './sqlite/write-lock.js';

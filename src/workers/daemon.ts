@@ -15,6 +15,7 @@ import {
   createSqliteScheduleStore,
   createSqliteStore,
   createTaskManager,
+  createWriteLock,
 } from '../engine/index.js';
 import { type Job, every } from './cron.js';
 import { runSchedulerTick } from './scheduler.js';
@@ -77,7 +78,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const id = `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const threads = opts.workers ?? 2;
   const leaseMs = opts.leaseMs ?? 30_000;
-  const store: SqliteTaskStore = createSqliteStore({ path: opts.dbPath, durability: opts.durability });
+  const writeLock = createWriteLock();
+  const store: SqliteTaskStore = createSqliteStore({ path: opts.dbPath, durability: opts.durability, writeLock });
   const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
   const runs = createSqliteRunStore(store);
   const schedules = createSqliteScheduleStore(store);
@@ -91,6 +93,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     leaseMs,
     toolModules: opts.toolModules ?? [],
     plugins: opts.plugins ?? [{ module: 'task_enforcer' }],
+    writeLock,
     breaker: { threshold: 3, cooldownMs: 300_000, probeTimeoutMs: 60_000, ...opts.breaker },
   };
   await runs.registerDaemon({ id, host, pid: process.pid, agent: config.agent, threads });

@@ -12,6 +12,8 @@ export interface WorkerConfig {
   /** Extra tool modules (paths or specifiers), loaded in every thread; each exports `tools`. */
   toolModules: string[];
   breaker: { threshold: number; cooldownMs: number; probeTimeoutMs: number };
+  /** The write lock the daemon's threads share (a SharedArrayBuffer travels shared). */
+  writeLock: Int32Array;
   /** Plugins loaded in every thread, in order. */
   plugins: Array<{ module: string; options?: Record<string, unknown> }>;
 }

@@ -37,7 +37,7 @@ function setup(): Promise<ThreadState> {
   ready ??= (async () => {
     const tools = await loadTools(config.toolModules);
     const hooks = await loadPlugins(config.plugins);
-    const store = createSqliteStore({ path: config.dbPath, durability: config.durability });
+    const store = createSqliteStore({ path: config.dbPath, durability: config.durability, writeLock: config.writeLock });
     const channel = new BroadcastChannel(channelName(config.daemonId));
     channel.onmessage = (message) => {
       if ((message as { data: DaemonBroadcast }).data.type === 'drain') draining = true;

@@ -5,6 +5,7 @@ import type { TaskEvent } from '../types.js';
 import { prepareClaim, prepareHeartbeat } from './claim.js';
 import { type Checkpointer, type Db, type Durability, isBusyError, openDatabase, retryBusy, startCheckpointer } from './connection.js';
 import { prepareCreate } from './create.js';
+import { withWriteLock } from './write-lock.js';
 import { prepareMoves } from './moves.js';
 import { prepareReads } from './reads.js';
 import { createEventWriter } from './rows.js';
@@ -26,6 +27,8 @@ export interface SqliteStoreOptions {
    * `inline`: SQLite's own, in the commit that crosses the threshold. @defaultValue 'background'
    */
   checkpoints?: 'background' | 'inline';
+  /** A lock shared by the threads of this process (see write-lock.ts). @defaultValue none */
+  writeLock?: Int32Array;
 }
 
 export interface SqliteTaskStore extends TaskStore {
@@ -76,7 +79,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
 
   function attempt<T>(fn: (events: TaskEvent[], now: number) => T): WriteOutcome<T> {
     const events: TaskEvent[] = [];
-    const value = tx.immediate(fn, events, now()) as T;
+    const value = withWriteLock(opts.writeLock, () => tx.immediate(fn, events, now()) as T);
     committed();
     return { value, events };
   }
