@@ -12,18 +12,22 @@ interface DrainResult {
   errors: string[];
 }
 
-function startDrain(db: string, threads: number, mode = 'fast'): { child: ChildProcess; result: Promise<DrainResult>; claimed: number[] } {
+/** Starts a draining process; its threads begin when it is sent {type:'go'} (see `go`). */
+function startDrain(db: string, threads: number, mode = 'fast'): { child: ChildProcess; result: Promise<DrainResult>; claimed: number[]; ready: Promise<void> } {
   const child = fork(DRAIN, [db, String(threads), mode], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   onTestFinished(() => void child.kill('SIGKILL'));
   const claimed: number[] = [];
+  let onReady!: () => void;
+  const ready = new Promise<void>((r) => (onReady = r));
   const result = new Promise<DrainResult>((resolve, reject) => {
     child.on('message', (m: { type: string; id?: number } & DrainResult) => {
+      if (m.type === 'ready') onReady();
       if (m.type === 'claimed') claimed.push(m.id!);
       if (m.type === 'result') resolve(m);
     });
     child.on('exit', (code, signal) => reject(new Error(`drain exited ${code ?? signal} before reporting`)));
   });
-  return { child, result, claimed };
+  return { child, result, claimed, ready };
 }
 
 async function createMany(tm: TaskManager, n: number): Promise<void> {
@@ -56,6 +60,9 @@ describe('several processes on one file', () => {
     const tm = freshManager();
     await createMany(tm, 5000);
     const drains = Array.from({ length: 4 }, () => startDrain(tm.path, 2));
+    // All eight threads start together, so the claims really are contended.
+    await Promise.all(drains.map((d) => d.ready));
+    for (const d of drains) d.child.send({ type: 'go' });
     const results = await Promise.all(drains.map((d) => d.result));
     const completed = results.flatMap((r) => r.completed);
     expect(results.flatMap((r) => r.errors)).toEqual([]);
@@ -66,8 +73,9 @@ describe('several processes on one file', () => {
     const claims = db.prepare("SELECT count(*) AS n, count(DISTINCT task_id) AS d FROM task_events WHERE type = 'task.claimed'").get();
     db.close();
     expect(claims).toEqual({ n: 5000, d: 5000 });
-    // Every process got a share: the claims really were contended.
-    expect(results.every((r) => r.completed.length > 0)).toBe(true);
+    // More than one process got a share: the claims were contended across processes.
+    // (Not every one: SQLite's busy handler is unfair, and a fast process can take most.)
+    expect(results.filter((r) => r.completed.length > 0).length).toBeGreaterThan(1);
     checkEventLog(tm.path);
   });
 
@@ -76,6 +84,8 @@ describe('several processes on one file', () => {
     await createMany(tm, 300);
     const victim = startDrain(tm.path, 2, 'slow');
     victim.result.catch(() => undefined);
+    await victim.ready;
+    victim.child.send({ type: 'go' });
     await waitFor(async () => (await tm.stats()).byState.completed >= 20, 20_000, 'the victim to complete some tasks');
     victim.child.kill('SIGKILL');
     await new Promise((r) => victim.child.once('exit', r));
@@ -93,6 +103,8 @@ describe('several processes on one file', () => {
     }
 
     const rescue = startDrain(tm.path, 2);
+    await rescue.ready;
+    rescue.child.send({ type: 'go' });
     const { errors } = await rescue.result;
     expect(errors).toEqual([]);
     const stats = await tm.stats();
