@@ -55,4 +55,18 @@ describe('stop and pause from another process', () => {
     expect(result.phase).toBe('completed');
     await expect(other.runs.setControl({ target: [claim.id], state: 'running', actor: operator })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
   });
+
+  it('cancelling a task mid-run ends its run too, and the loop stops at once', async () => {
+    const h = harness();
+    const other = h.other();
+    // A ten-minute wait: only the abort lets this test finish within its timeout.
+    const claim = await claimWith(h, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 600_000 } }, { action: 'done' }] }));
+    const run = drive(loopContext(h, claim), async (e) => {
+      if (e.type === 'step_started' && e.step.kind === 'action') await other.tm.cancelTask({ taskId: claim.id, actor: { id: 'operator', role: 'operator' }, reason: 'no longer needed' });
+    });
+    await expect(run).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    const [finished] = await h.runs.runsOf(claim.id);
+    expect(finished).toMatchObject({ phase: 'cancelled', stopReason: 'task_cancelled', envelope: { phase: 'cancelled', stop_reason: 'task_cancelled' } });
+    expect(finished!.finishedAt).not.toBeNull();
+  });
 });

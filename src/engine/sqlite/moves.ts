@@ -169,6 +169,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     if (row.state === 'completed') {
       if (staged.hasDependents ?? hasDependents.get(row.id) !== undefined) release.run(row.id);
     } else if (isTerminal(row.state)) {
+      closeOpenRun(row, now, events);
       // A dependency that can never complete: its dependents can never run, so they are
       // cancelled now (recursively) rather than left pending forever.
       for (const dep of dependents.all(row.id)) {
@@ -177,6 +178,43 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     }
     return row;
   };
+
+  /**
+   * A task that fails or is cancelled outside its run (an operator's cancel, the sweep's last
+   * reclaim) must not leave that run open: it is ended here with an envelope that says so,
+   * and a stop is recorded so a loop still running aborts its tool call at once (its next
+   * fenced write would be refused anyway).
+   */
+  const openRun = db.prepare<[number], { id: number; usage: string; checkpoint_version: number }>(
+    'SELECT id, usage, checkpoint_version FROM runs WHERE task_id = ? AND finished_at IS NULL',
+  );
+  const endRun = db.prepare('UPDATE runs SET phase = ?, stop_reason = ?, envelope = ?, finished_at = ? WHERE id = ?');
+  const stopControl = db.prepare(
+    `INSERT INTO controls (task_id, state, reason, updated_at) VALUES (?, 'stopped', ?, ?)
+     ON CONFLICT (task_id) DO UPDATE SET state = 'stopped', reason = excluded.reason, updated_at = excluded.updated_at`,
+  );
+  function closeOpenRun(row: TaskRow, now: number, events: TaskEvent[]): void {
+    const run = openRun.get(row.id);
+    if (run === undefined) return;
+    const phase = row.state === 'cancelled' ? 'cancelled' : 'failed';
+    const stopReason = row.state === 'cancelled' ? 'task_cancelled' : 'task_failed';
+    const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
+    const envelope = {
+      run_id: run.id,
+      task_id: row.id,
+      phase,
+      stop_reason: stopReason,
+      goal_progress: { completed: [], pending: [] },
+      side_effects: [],
+      evidence: [],
+      acceptance: null,
+      trace: { used_tools: [], rejected_calls: [], pending_ids: [], step_count: steps },
+      safe_resume: { condition: `none: the task was ${row.state} outside its run; its steps are the record`, checkpoint_version: run.checkpoint_version },
+    };
+    endRun.run(phase, stopReason, JSON.stringify(envelope), now, run.id);
+    stopControl.run(row.id, stopReason, now);
+    events.push(writer.append(row.id, 'run.finished', 'system', { run_id: run.id, phase, stop_reason: stopReason }, now));
+  }
 
   const apply: ApplyMove = (row, spec, now, events) => {
     const staged = noMovesStaged();
