@@ -4,23 +4,16 @@
  * acceptance as the only road to `completed`. One generator run drives one run of one
  * claimed task; every step is a persisted, fenced checkpoint.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import {
-  type BreakerPolicy,
   type ControlState,
-  type Envelope,
-  type Fence,
   type FinalPhase,
-  type Run,
-  type RunStore,
   type Step,
-  type Task,
   type TaskCard,
   type TaskMove,
   isEngineError,
   parseDuration,
 } from '../engine/index.js';
-import type { ToolRegistry, ToolServices } from '../tools/registry.js';
 import { type AcceptanceReport, runAcceptance } from './acceptance.js';
 import { budgetFromCard, exhausted } from './budget.js';
 import { checkCardWithTools } from './card-check.js';
@@ -29,76 +22,16 @@ import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
-import { canonical, createDetectors } from './detectors.js';
+import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
+import { type LoopContext, type RunResult, type TaskLoopEvent, fingerprint, movesFor } from './loop-context.js';
+import { createDetectors } from './detectors.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
 import { checkPlanAction, progressVector, replan } from './plan.js';
-import { type HookRegistry, createHookRegistry } from '../plugins/hooks.js';
-
-export type TaskLoopEvent =
-  | { type: 'run_started'; run: Run }
-  | { type: 'run_resumed'; run: Run; reason: string }
-  | { type: 'step_started'; step: Step }
-  | { type: 'step_finished'; step: Step }
-  | { type: 'run_paused'; reason: string }
-  | { type: 'run_finished'; envelope: Envelope };
-
-export interface RunResult {
-  runId: number;
-  taskId: number;
-  /**
-   * `released`: the daemon gave the task back (shutdown); `waiting_approval`: the run is
-   * parked on an approval. In both the run stays open, to be resumed.
-   */
-  phase: FinalPhase | 'released' | 'waiting_approval';
-  stopReason: string;
-  envelope: Envelope | null;
-}
-
-export interface LoopContext {
-  task: Task;
-  fence: Fence;
-  runs: RunStore;
-  tools: ToolRegistry;
-  /** Picks the planner for a card; `decisionsMade` lets a scripted planner resume in place. */
-  planner(card: TaskCard, decisionsMade: number): Planner;
-  services: ToolServices;
-  breakerPolicy: BreakerPolicy;
-  /** Change notifications from the database (any process); the loop re-reads its control. */
-  watch(onChange: () => void): () => void;
-  now(): number;
-  /** True once the host is shutting down: the run is released at the next step boundary. */
-  draining?(): boolean;
-  /** Whether command checks may run: the card came from an operator. @defaultValue false */
-  allowCommands?: boolean;
-  /** Plugins' hooks. @defaultValue none */
-  hooks?: HookRegistry;
-}
+import { createHookRegistry } from '../plugins/hooks.js';
 
 const PAUSE_RECHECK_MS = 1000;
-/** Restarts the restart policy grants a run before it asks for input. */
-export const MAX_RESTARTS = 3;
 
-/** What an approval is bound to: this task, this tool, these canonical arguments. */
-export function fingerprint(taskId: number, tool: string, args: unknown): string {
-  return createHash('sha256').update(canonical({ task_id: taskId, tool, args })).digest('hex');
-}
-
-function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove[] {
-  switch (phase) {
-    case 'completed':
-    case 'degraded':
-      return [{ to: 'review', by: 'assignee' }, { to: 'completed', by: 'system', systemActor: 'acceptance' }];
-    case 'cancelled':
-      return [{ to: 'cancelled', by: 'system', systemActor: 'control', reason: 'user_stop' }];
-    case 'waiting_input':
-    case 'waiting_approval':
-      return [{ to: 'waiting', by: 'assignee' }];
-    default:
-      return acceptanceFailed
-        ? [{ to: 'review', by: 'assignee' }, { to: 'failed', by: 'system', systemActor: 'acceptance' }]
-        : [{ to: 'failed', by: 'assignee' }];
-  }
-}
+export type { LoopContext, RunResult, TaskLoopEvent } from './loop-context.js';
 
 export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEvent, RunResult, undefined> {
   const { runs, fence, tools } = ctx;
@@ -174,7 +107,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     return tool === undefined ? [] : [{ name, description: tool.description, kind: tool.kind, parameters: tool.parameters }];
   });
   let rejections: Array<{ tool: string; reason: string }> = [];
-  const answers = { blocked: 0, weak: 0 };
+  const answers: AnswerCounts = { blocked: 0, weak: 0 };
 
   // Every call's arguments pass the tool's schema, the card's observe and final-state calls too.
   const exec = async (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> => {
@@ -300,39 +233,24 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       const { decision } = decided;
       yield* settle(decideStep, 'ok', { result: decision, durationMs: performance.now() - t0, tokens });
 
-      // The restart policy (seed 002's adversarial solver, generalised): verifiers score each
-      // answer; a blocked or weak answer is not acted on, and repeated ones restart the run.
-      const verdictOf = await hooks.verify({ goal: card.goal, decision, taskId: fence.taskId, runId: run.id });
-      if (verdictOf !== null && verdictOf.score < 2) {
-        const weak = verdictOf.score >= 1;
-        if (weak) answers.weak++;
-        else answers.blocked++;
-        const why = `${weak ? 'weak answer' : 'answer blocked'} (verifier ${verdictOf.plugin}: ${verdictOf.reason})`;
-        rejections.push({ tool: decision.action === 'tool' ? decision.tool : decision.action, reason: why });
-        if (answers.blocked >= 2 || answers.weak >= 3) {
-          const cause = answers.blocked >= 2 ? 'two answers were blocked' : 'three answers were weak';
-          answers.blocked = 0;
-          answers.weak = 0;
-          const restarts = await runs.recordRestart(fence, run.id, `${cause}: ${verdictOf.reason}`);
-          const requirements = `every answer must pass verifier ${verdictOf.plugin} with a score of 2 or more`;
-          if (restarts > MAX_RESTARTS) {
-            const fin = await finish('waiting_input', 'restart_limit', {
-              message: `stopped after ${MAX_RESTARTS} restarts. Reason: ${cause} (${verdictOf.reason}). Requirements: ${requirements}. Original goal: ${card.goal}`,
-            });
-            yield fin.event;
-            return fin.result;
-          }
-          // Cleared working memory: the planner starts over from the goal; budgets keep their counts.
-          state.summaries = [];
-          state.detectors = createDetectors(card.loop.repeat_limit, card.loop.idle_rounds);
-          rejections = [{ tool: 'restart', reason: `restart ${restarts} of ${MAX_RESTARTS}. Reason: ${cause} (${verdictOf.reason}). Requirements: ${requirements}. Original goal: ${card.goal}` }];
-          await hooks.emit('session_reset', { taskId: fence.taskId, runId: run.id, reason: cause });
-        }
+      // The restart policy: an answer a verifier blocks or finds weak is not acted on.
+      const policy = await applyRestartPolicy({ hooks, runs, fence, runId: run.id, goal: card.goal, decision, answers });
+      if (policy.kind === 'give_up') {
+        const fin = await finish('waiting_input', 'restart_limit', { message: policy.message });
+        yield fin.event;
+        return fin.result;
+      }
+      if (policy.kind === 'restart') {
+        // Cleared working memory: the planner starts over from the goal; budgets keep their counts.
+        state.summaries = [];
+        state.detectors = createDetectors(card.loop.repeat_limit, card.loop.idle_rounds);
+        rejections = [policy.rejection];
+        await hooks.emit('session_reset', { taskId: fence.taskId, runId: run.id, reason: policy.cause });
         continue;
       }
-      if (verdictOf !== null) {
-        answers.blocked = 0;
-        answers.weak = 0;
+      if (policy.kind === 'skip') {
+        rejections.push(policy.rejection);
+        continue;
       }
 
       if (decision.action === 'fail') {

@@ -1,0 +1,73 @@
+/**
+ * What the task loop is given (LoopContext), what it yields and returns, and how the ending
+ * of a run moves its task.
+ */
+import { createHash } from 'node:crypto';
+import type { BreakerPolicy, Envelope, Fence, FinalPhase, Run, RunStore, Step, Task, TaskCard, TaskMove } from '../engine/index.js';
+import type { HookRegistry } from '../plugins/hooks.js';
+import type { ToolRegistry, ToolServices } from '../tools/registry.js';
+import { canonical } from './detectors.js';
+import type { Planner } from './planner.js';
+
+export type TaskLoopEvent =
+  | { type: 'run_started'; run: Run }
+  | { type: 'run_resumed'; run: Run; reason: string }
+  | { type: 'step_started'; step: Step }
+  | { type: 'step_finished'; step: Step }
+  | { type: 'run_paused'; reason: string }
+  | { type: 'run_finished'; envelope: Envelope };
+
+export interface RunResult {
+  runId: number;
+  taskId: number;
+  /**
+   * `released`: the daemon gave the task back (shutdown); `waiting_approval`: the run is
+   * parked on an approval. In both the run stays open, to be resumed.
+   */
+  phase: FinalPhase | 'released' | 'waiting_approval';
+  stopReason: string;
+  envelope: Envelope | null;
+}
+
+export interface LoopContext {
+  task: Task;
+  fence: Fence;
+  runs: RunStore;
+  tools: ToolRegistry;
+  /** Picks the planner for a card; `decisionsMade` lets a scripted planner resume in place. */
+  planner(card: TaskCard, decisionsMade: number): Planner;
+  services: ToolServices;
+  breakerPolicy: BreakerPolicy;
+  /** Change notifications from the database (any process); the loop re-reads its control. */
+  watch(onChange: () => void): () => void;
+  now(): number;
+  /** True once the host is shutting down: the run is released at the next step boundary. */
+  draining?(): boolean;
+  /** Whether command checks may run: the card came from an operator. @defaultValue false */
+  allowCommands?: boolean;
+  /** Plugins' hooks. @defaultValue none */
+  hooks?: HookRegistry;
+}
+
+/** What an approval is bound to: this task, this tool, these canonical arguments. */
+export function fingerprint(taskId: number, tool: string, args: unknown): string {
+  return createHash('sha256').update(canonical({ task_id: taskId, tool, args })).digest('hex');
+}
+
+/** How the task moves when a run ends in `phase`. */
+export function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove[] {
+  switch (phase) {
+    case 'completed':
+    case 'degraded':
+      return [{ to: 'review', by: 'assignee' }, { to: 'completed', by: 'system', systemActor: 'acceptance' }];
+    case 'cancelled':
+      return [{ to: 'cancelled', by: 'system', systemActor: 'control', reason: 'user_stop' }];
+    case 'waiting_input':
+    case 'waiting_approval':
+      return [{ to: 'waiting', by: 'assignee' }];
+    default:
+      return acceptanceFailed
+        ? [{ to: 'review', by: 'assignee' }, { to: 'failed', by: 'system', systemActor: 'acceptance' }]
+        : [{ to: 'failed', by: 'assignee' }];
+  }
+}
