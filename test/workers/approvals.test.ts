@@ -1,35 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { SqliteTaskStore } from '../../src/engine/index.js';
+import { ticketCard as seedTicketCard } from '../../src/tools/ticket-card.js';
 import { ticketStore } from '../../src/tools/tickets.js';
-import { type Harness, card, drive, harness, loopContext } from './harness.js';
+import { type Harness, drive, harness, loopContext } from './harness.js';
 
 const operator = { id: 'operator', role: 'operator' } as const;
 
 /** Seed 003's ticket card, as in DESIGN §9. */
 function ticketCard(over: Record<string, unknown> = {}) {
-  return card({
-    goal: 'Raise T-1024 to urgent and notify on-call',
-    allowed_tools: ['get_ticket', 'update_ticket_priority', 'notify_oncall'],
-    observe: { tool: 'get_ticket', args: { ticket_id: 'T-1024' } },
-    scope: { write_ticket_ids: ['T-1024'] },
-    budget: { max_steps: 12, max_write_calls: 5, max_pending: 2, deadline: '10m' },
-    approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: 'degraded' },
-    final_state: { ticket: { tool: 'get_ticket', args: { ticket_id: 'T-1024' } } },
-    acceptance: {
-      checks: [
-        { id: 'priority_ok', path: 'ticket.priority', equals: 'urgent' },
-        { id: 'notify_ok', path: 'ticket.notified', equals: true },
-        { id: 'tools_ok', tools_subset: true },
-      ],
-      manual: [],
-    },
-    script: [
-      { action: 'tool', tool: 'update_ticket_priority', args: { ticket_id: 'T-1024', priority: 'urgent' } },
-      { action: 'tool', tool: 'notify_oncall', args: { ticket_id: 'T-1024', message: 'T-1024 is now urgent' } },
-      { action: 'done' },
-    ],
-    ...over,
-  });
+  return { ...seedTicketCard('T-1024'), ...over };
 }
 
 function seeded(h: Harness) {
