@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { EngineError } from '../engine/index.js';
 import { builtInTools } from '../tools/builtin.js';
 import { createToolRegistry } from '../tools/registry.js';
-import { checkCardWithTools } from '../workers/card-check.js';
+import { checkCardWithTools, visionRefusal } from '../workers/card-check.js';
 import { loadTools } from '../workers/tool-modules.js';
 import type { Run } from './task-commands.js';
 import { jsonObjectFrom } from './parse.js';
@@ -23,6 +23,8 @@ export function registerCardCommands(program: Command, run: Run): void {
         const tools = o.tools === undefined ? createToolRegistry(builtInTools()) : await loadTools(o.tools);
         const checked = checkCardWithTools(card, tools);
         if (!checked.ok) throw new EngineError('VALIDATION_FAILED', `invalid card: ${checked.problems.join('; ')}`, { problems: checked.problems });
+        const blind = visionRefusal(checked.card, tools);
+        if (blind !== null) throw blind;
         ctx.out({ ok: true, card: checked.card }, () => `card ok: ${checked.card.planner} planner, ${checked.card.allowed_tools.length} tools, budget ${JSON.stringify(checked.card.budget)}`);
       }),
     );

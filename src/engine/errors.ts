@@ -13,6 +13,8 @@ export const ERROR_CODES = {
   RUN_NOT_FOUND: 'No run has the given id.',
   APPROVAL_NOT_FOUND: 'No approval has the given id.',
   TOOL_FAILED: 'A tool call failed for a reason of its own; the message names the tool and the cause.',
+  DESKTOP_UNAVAILABLE: 'A desktop tool found no live X display (or could not load nut.js); the step fails, the daemon goes on.',
+  MODEL_LACKS_VISION: 'An llm card observes by screenshot but its model is not listed as vision-capable; refused before the run starts.',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -4,7 +4,7 @@
  * as JSON Schema for OpenAI function calling and MCP.
  */
 import { z } from 'zod';
-import { EngineError } from '../engine/index.js';
+import { EngineError, type TaskCard } from '../engine/index.js';
 
 export type ToolKind = 'read' | 'write';
 export type ToolRisk = 'low' | 'high';
@@ -43,6 +43,16 @@ export interface ToolSpec<A extends Record<string, unknown>> {
   idempotent?: boolean;
   /** For write tools: which argument names the target, and which card scope key must list it. */
   target?: { arg: string; scope: string };
+  /**
+   * The result carries a PNG screenshot, base64, in its `image_png` field. The loop keeps the
+   * image out of the step log and hands it to the planner; an llm card with such a tool needs
+   * a vision model. @defaultValue false
+   */
+  image?: boolean;
+  /** What the card must provide for this tool (e.g. an allowlist): problems, [] when none. */
+  checkCard?(card: TaskCard): string[];
+  /** A per-call admission check against the card, made by the gate: a refusal, or null. */
+  admit?(args: A, card: TaskCard): string | null;
   execute(args: A, ctx: ToolContext): Promise<unknown>;
 }
 
@@ -55,6 +65,9 @@ export interface Tool {
   readonly maxOutputBytes: number;
   readonly idempotent: boolean;
   readonly target: { arg: string; scope: string } | null;
+  readonly image: boolean;
+  checkCard(card: TaskCard): string[];
+  admit(args: Record<string, unknown>, card: TaskCard): string | null;
   /** JSON Schema of the arguments, computed once. */
   readonly parameters: Record<string, unknown>;
   /** Validates raw arguments; throws VALIDATION_FAILED naming the tool and field. */
@@ -78,6 +91,9 @@ export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>)
     maxOutputBytes: spec.maxOutputBytes ?? 65_536,
     idempotent: spec.idempotent ?? false,
     target: spec.target ?? null,
+    image: spec.image ?? false,
+    checkCard: (card: TaskCard) => spec.checkCard?.(card) ?? [],
+    admit: (args: Record<string, unknown>, card: TaskCard) => spec.admit?.(args as A, card) ?? null,
     parameters,
     parse(args: unknown) {
       const parsed = spec.args.safeParse(args ?? {});

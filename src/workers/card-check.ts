@@ -1,6 +1,7 @@
 /** Card checks that need the tool registry, on top of engine/cards.ts's own. */
-import { type CardCheck, checkCard } from '../engine/index.js';
+import { type CardCheck, EngineError, type TaskCard, checkCard } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
+import { hasVision, modelFor, visionModels } from './planners/models.js';
 
 export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck {
   const base = checkCard(raw);
@@ -16,6 +17,7 @@ export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck
     if (tool.kind === 'write' && tool.target !== null && card.scope[tool.target.scope] === undefined) {
       problems.push(`scope.${tool.target.scope}: required because ${name} writes (a write task needs its scope)`);
     }
+    problems.push(...tool.checkCard(card));
   }
   const read = (name: string, where: string) => {
     const tool = tools.get(name);
@@ -29,4 +31,22 @@ export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck
     if (!card.allowed_tools.includes(name)) problems.push(`approval.tools: ${name} is not in allowed_tools`);
   }
   return problems.length === 0 ? { ok: true, card } : { ok: false, problems, card };
+}
+
+/**
+ * An llm card whose tools return screenshots needs a model that can see them (seed 000):
+ * refused with MODEL_LACKS_VISION before the run starts. Null when the card may run.
+ */
+export function visionRefusal(card: TaskCard, tools: ToolRegistry, env: NodeJS.ProcessEnv = process.env): EngineError | null {
+  if (card.planner !== 'llm') return null;
+  const imageTools = card.allowed_tools.filter((name) => tools.get(name)?.image === true);
+  if (imageTools.length === 0) return null;
+  const model = modelFor(card, env);
+  if (hasVision(model, env)) return null;
+  const listed = visionModels(env);
+  return new EngineError(
+    'MODEL_LACKS_VISION',
+    `model ${model} cannot see images, but ${imageTools.join(', ')} observes by screenshot: name a vision model in the card's model (TASKLOOP_VISION_MODELS lists them: ${listed.length > 0 ? listed.join(', ') : 'none'})`,
+    { model, tools: imageTools },
+  );
 }

@@ -1,4 +1,5 @@
 /** Running one tool call: its own timeout, the run's AbortSignal, and the output cap. */
+import { isEngineError } from '../engine/index.js';
 import type { Tool, ToolContext } from '../tools/registry.js';
 
 export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { ok: false; error: string; durationMs: number; aborted: boolean };
@@ -28,7 +29,9 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     }
     if (runSignal.aborted) return { ok: false, error: `${tool.name}: aborted (${String(runSignal.reason)})`, durationMs: elapsed(), aborted: true };
     const message = err instanceof Error ? err.message : String(err);
-    return { ok: false, error: `${tool.name}: ${message.split('\n')[0]}`, durationMs: elapsed(), aborted: false };
+    // An engine refusal keeps its stable code in the step's error (e.g. DESKTOP_UNAVAILABLE).
+    const code = isEngineError(err) ? `${err.code}: ` : '';
+    return { ok: false, error: `${tool.name}: ${code}${message.split('\n')[0]}`, durationMs: elapsed(), aborted: false };
   } finally {
     if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     aborted.catch(() => undefined);

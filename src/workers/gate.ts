@@ -1,6 +1,7 @@
 /**
  * The gate every proposed tool call passes before it runs, in order (DESIGN §5):
- * allowlist → argument schema → scope → write budget → breaker → tool_before hooks.
+ * allowlist → argument schema → the tool's own admission check (e.g. launch_app's
+ * allowlist) → scope → write budget → breaker → tool_before hooks.
  * (Approval follows in the loop.) It fails closed: a check that cannot be made denies.
  */
 import { type Budget, type BreakerPolicy, type RunStore, type TaskCard, type Usage, isEngineError } from '../engine/index.js';
@@ -43,6 +44,8 @@ export async function gate(input: GateInput): Promise<GateVerdict> {
   } catch (err) {
     return { ok: false, reason: isEngineError(err) ? err.message : String(err) };
   }
+  const admission = tool.admit(args, card);
+  if (admission !== null) return { ok: false, reason: admission };
   if (tool.kind === 'write') {
     const scopeProblem = checkScope(tool, args, card);
     if (scopeProblem !== null) return { ok: false, reason: scopeProblem };
@@ -68,7 +71,7 @@ export async function gate(input: GateInput): Promise<GateVerdict> {
     } catch (err) {
       return { ok: false, reason: `a tool_before hook rewrote the arguments into invalid ones: ${isEngineError(err) ? err.message : String(err)}` };
     }
-    const scopeProblem = tool.kind === 'write' ? checkScope(tool, args, card) : null;
+    const scopeProblem = tool.admit(args, card) ?? (tool.kind === 'write' ? checkScope(tool, args, card) : null);
     if (scopeProblem !== null) return { ok: false, reason: `a tool_before hook rewrote the arguments out of scope: ${scopeProblem}` };
   }
   return { ok: true, tool, args, probe: verdict.probe };

@@ -16,7 +16,7 @@ import {
 } from '../engine/index.js';
 import { type AcceptanceReport, runAcceptance } from './acceptance.js';
 import { budgetFromCard, exhausted } from './budget.js';
-import { checkCardWithTools } from './card-check.js';
+import { checkCardWithTools, visionRefusal } from './card-check.js';
 import { buildEnvelope } from './envelope.js';
 import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
@@ -25,6 +25,7 @@ import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
 import { type LoopContext, type RunResult, type TaskLoopEvent, fingerprint, movesFor } from './loop-context.js';
 import { createDetectors } from './detectors.js';
+import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
 import { checkPlanAction, progressVector, replan } from './plan.js';
 import { createHookRegistry } from '../plugins/hooks.js';
@@ -79,6 +80,13 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
 
   if (card === undefined) {
     const fin = await finish('rejected', 'invalid_card', { message: `invalid card: ${checked.ok ? '' : checked.problems.join('; ')}` });
+    yield fin.event;
+    return fin.result;
+  }
+
+  const blind = visionRefusal(card, tools);
+  if (blind !== null) {
+    const fin = await finish('rejected', 'model_lacks_vision', { message: `${blind.code}: ${blind.message}` });
     yield fin.event;
     return fin.result;
   }
@@ -192,8 +200,9 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         if (out.ok) {
           state.usage.consecutiveFailures = 0;
           state.trace.usedTools.push(tool);
-          yield* settle(started, 'ok', { result: out.result, durationMs: out.durationMs });
-          observation = { tool, ok: true, data: out.result };
+          const { kept, imagePng } = splitImage(out.result);
+          yield* settle(started, 'ok', { result: kept, durationMs: out.durationMs });
+          observation = imagePng === undefined ? { tool, ok: true, data: kept } : { tool, ok: true, data: kept, imagePng };
         } else {
           const spentFailures = failure();
           yield* settle(started, 'failed', { error: out.error, durationMs: out.durationMs });
@@ -351,7 +360,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       let spentFailures = false;
       if (out.ok) state.usage.consecutiveFailures = 0;
       else spentFailures = failure();
-      const done = yield* settle(actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+      const done = yield* settle(actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: splitImage(out.result).kept, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
       const detector = recordAction(state, done, write);
       const failedItem = state.plan.items.find((i) => i.status === 'failed');
       if (failedItem !== undefined) {

@@ -46,6 +46,8 @@ const ENGINE_STATUS: Record<ErrorCode, number> = {
   DEPENDENCY_CYCLE: 400,
   STORE_BUSY: 503,
   TOOL_FAILED: 502,
+  DESKTOP_UNAVAILABLE: 503,
+  MODEL_LACKS_VISION: 422,
 };
 
 export interface ErrorReply {

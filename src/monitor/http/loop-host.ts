@@ -13,10 +13,12 @@ import {
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
+  type EngineError,
 } from '../../engine/index.js';
 import { type PluginSpec, loadPlugins } from '../../plugins/load.js';
 import type { ToolRegistry } from '../../tools/registry.js';
 import { type RunResult, type TaskLoopEvent, runTaskLoop } from '../../workers/loop.js';
+import { checkCardWithTools, visionRefusal } from '../../workers/card-check.js';
 import { plannerFor } from '../../workers/planners/choose.js';
 import { loadTools } from '../../workers/tool-modules.js';
 
@@ -34,6 +36,8 @@ export interface LoopHostOptions {
 export interface LoopHost {
   /** Drives one claimed task's run; `draining` releases it at the next step boundary. */
   run(claim: ClaimedTask, draining: () => boolean): Promise<AsyncGenerator<TaskLoopEvent, RunResult, undefined>>;
+  /** A refusal of a valid card that no run could get past (MODEL_LACKS_VISION), or null. */
+  preflight(card: unknown): EngineError | null;
 }
 
 /** Loads the tool modules and checks the plugins load, so a bad configuration fails at start-up. */
@@ -47,6 +51,11 @@ export async function createLoopHost(opts: LoopHostOptions): Promise<LoopHost> {
   const db = (tm.store as Partial<SqliteTaskStore>).db;
 
   return {
+    preflight(card) {
+      // An invalid card is left to the run, which ends rejected listing every problem.
+      const checked = checkCardWithTools(card, tools);
+      return checked.ok ? visionRefusal(checked.card, tools) : null;
+    },
     async run(claim, draining) {
       const hooks = await loadPlugins(plugins);
       const planner = await plannerFor(claim.card);

@@ -9,7 +9,7 @@
  * user_stop); a run that never started is left pending for the next stream. One owner per
  * task in this process: a second stream gets RUN_ACTIVE (409).
  */
-import { type Actor, type ClaimedTask, type RunStore, type TaskManager, isEngineError, isTerminal } from '../../engine/index.js';
+import { type Actor, type ClaimedTask, type EngineError, type RunStore, type TaskManager, isEngineError, isTerminal } from '../../engine/index.js';
 import type { RunResult } from '../../workers/loop.js';
 import { HttpError } from './errors.js';
 import type { LoopHost } from './loop-host.js';
@@ -46,6 +46,8 @@ export interface RunOwner {
   get(taskId: number): OwnedRun | undefined;
   /** Takes ownership of the task's run for `actor`'s stream; RUN_ACTIVE if it has an owner. */
   own(taskId: number, actor: Actor): OwnedRun;
+  /** A refusal of the card before any run starts (MODEL_LACKS_VISION), or null. */
+  preflight(card: unknown): EngineError | null;
   /** Task ids with a live owner. */
   active(): number[];
   /** Releases owned runs at their next step boundary; waits up to `graceMs` for them. */
@@ -202,6 +204,7 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
   return {
     get: (taskId) => owned.get(taskId),
     own,
+    preflight: (card) => host.preflight(card),
     active: () => [...owned.keys()],
     async close(graceMs = 10_000) {
       draining = true;

@@ -72,6 +72,9 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
       if (actor.role === 'agent' && actor.id !== task.creator) {
         throw new EngineError('FORBIDDEN', `task ${taskId}: only its creator or an operator may start its run`, { task_id: taskId });
       }
+      // Seed 000: a card its model cannot run is refused (422) before the stream starts a run.
+      const refusal = owner.preflight(task.card);
+      if (refusal !== null) throw refusal;
       owned = owner.own(taskId, actor);
     } else if (existing === undefined && cursor !== undefined && isTerminal(task.state)) {
       const [next] = await tm.store.readEvents({ afterId: cursor, taskId, limit: 1 });

@@ -10,6 +10,7 @@ import type { ChatCompletion, ChatCompletionContentPart, ChatCompletionCreatePar
 import { z } from 'zod';
 import { EngineError } from '../../engine/errors.js';
 import { type DecideInput, type DecideResult, type Decision, type Planner, PlannerError, type PlannerUsage } from '../planner.js';
+import { hasVision, modelFor } from './models.js';
 import { buildPrompt } from './prompt.js';
 
 export interface LlmPlannerOptions {
@@ -47,7 +48,7 @@ export interface LlmPlannerOptions {
   /**
    * Whether the model accepts image parts. When false, a screenshot in the observation is
    * only mentioned, never sent.
-   * @defaultValue false
+   * @defaultValue whether the model is listed as vision-capable (models.ts, `TASKLOOP_VISION_MODELS`)
    */
   vision?: boolean;
 }
@@ -121,14 +122,15 @@ function toArgs(raw: unknown): Record<string, unknown> | undefined {
 }
 
 export function createLlmPlanner(opts: LlmPlannerOptions = {}): Planner {
+  const model = modelFor(opts);
   const parsed = optionsSchema.safeParse({
     baseURL: opts.baseURL ?? (process.env.OPENAI_BASE_URL || undefined),
     apiKey: opts.apiKey ?? process.env.OPENAI_API_KEY ?? '',
-    model: opts.model ?? (process.env.TASKLOOP_MODEL || 'gpt-4o-mini'),
+    model,
     timeoutMs: opts.timeoutMs ?? 60_000,
     maxRetries: opts.maxRetries ?? 2,
     price: opts.price,
-    vision: opts.vision ?? false,
+    vision: opts.vision ?? hasVision(model),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
