@@ -1,20 +1,12 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { join } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { displayNumber, parseDisplay, probeDisplay } from '../../src/tools/desktop/display.js';
 import { tempDir } from '../helpers.js';
+import { freeDisplay, socketPath, startXvfb as startXvfbProcess } from '../fixtures/xvfb.js';
 
 const COOKIE = 'MIT-MAGIC-COOKIE-1';
-const socketPath = (n: number) => `/tmp/.X11-unix/X${n}`;
-/** A display number with no socket file and no lock file, so no local X server owns it. */
-function freeDisplay(from: number): number {
-  for (let n = from; n < from + 100; n++) if (!existsSync(socketPath(n)) && !existsSync(`/tmp/.X${n}-lock`)) return n;
-  throw new Error(`no free X display number from :${from}`);
-}
-
 /** An environment that sends no cookie unless the test gives one. */
 const noAuth = (dir: string, extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv => ({ XAUTHORITY: join(dir, 'absent'), HOME: dir, ...extra });
 
@@ -28,31 +20,11 @@ function xauthority(records: Array<{ number: string; name: string; data: Buffer 
   );
 }
 
-async function until(cond: () => boolean, what: string, ms = 10_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(20);
-  }
-}
-
 /** A real Xvfb on a free display, stopped when the test finishes; `stop()` ends it early. */
 async function startXvfb(args: string[] = []): Promise<{ n: number; stop: () => Promise<void> }> {
-  // Another test process may claim the same number first; Xvfb then exits and the next number is tried.
-  for (let from = 70; from < 90; from++) {
-    const n = freeDisplay(from);
-    const proc: ChildProcess = spawn('/usr/bin/Xvfb', [`:${n}`, '-screen', '0', '640x480x24', '-nolisten', 'tcp', ...args], { stdio: 'ignore' });
-    const exited = new Promise<void>((resolve) => proc.once('exit', () => resolve()));
-    const stop = async () => {
-      if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGTERM');
-      await exited;
-    };
-    onTestFinished(stop);
-    await until(() => existsSync(socketPath(n)) || proc.exitCode !== null, `Xvfb :${n} to listen`);
-    if (proc.exitCode === null) return { n, stop };
-    from = n;
-  }
-  throw new Error('could not start Xvfb on any display from :70');
+  const x = await startXvfbProcess({ args });
+  onTestFinished(x.stop);
+  return x;
 }
 
 /** A fake X server on 127.0.0.1:6000+N that hands each complete setup request to `reply`. */

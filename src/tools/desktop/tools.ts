@@ -31,18 +31,20 @@ export const screenSnapshot = defineTool({
 
 export const waitForWindow = defineTool({
   name: 'wait_for_window',
-  description: 'Waits until a window whose title contains the given text is on screen, and returns it with its geometry.',
+  description:
+    'Waits until a window whose title contains the given text (or, with exact, is exactly it) is on screen, and returns it with its geometry.',
   kind: 'read',
   timeoutMs: 125_000,
   args: z.object({
     title: z.string().min(1).max(200).describe('text the window title contains (case-sensitive)'),
+    exact: z.boolean().default(false).describe('the title must be exactly this (e.g. without the * of unsaved changes)'),
     timeout_ms: z.int().min(0).max(120_000).default(10_000),
   }),
-  execute: async ({ title, timeout_ms: timeoutMs }, ctx) => {
+  execute: async ({ title, exact, timeout_ms: timeoutMs }, ctx) => {
     const until = Date.now() + timeoutMs;
     for (;;) {
       const { windows } = (await desktopClient().call({ op: 'windows' }, ctx.signal)) as { windows: WindowInfo[] };
-      const found = windows.find((w) => w.title.includes(title));
+      const found = windows.find((w) => (exact ? w.title === title : w.title.includes(title)));
       if (found !== undefined) return { window: found };
       if (Date.now() >= until) throw new Error(`no window titled like ${JSON.stringify(title)} within ${timeoutMs} ms (on screen: ${windows.map((w) => JSON.stringify(w.title)).join(', ') || 'none'})`);
       await sleep(200, undefined, { signal: ctx.signal });
