@@ -13,9 +13,11 @@ export interface DaemonProcess {
   waitForLine(re: RegExp, timeoutMs?: number): Promise<string>;
 }
 
-export async function startDaemonProcess(db: string, args: string[] = []): Promise<DaemonProcess> {
+/** `env` replaces the daemon's environment (default: this process's). */
+export async function startDaemonProcess(db: string, args: string[] = [], env: NodeJS.ProcessEnv = process.env): Promise<DaemonProcess> {
   const child = spawn(process.execPath, [join(ROOT, 'bin/taskloop'), '--db', db, 'daemon', '--tools', TEST_TOOLS, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
+    env,
   });
   onTestFinished(() => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

@@ -1,0 +1,239 @@
+/**
+ * Seed 000's task for real: a daemon process, the scripted planner, the real desktop tools
+ * (nut.js in the daemon's desktop host) on a real Xvfb, and a real editor (mousepad).
+ */
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createSqliteRunStore, type SqliteTaskStore, type TaskManager } from '../../src/engine/index.js';
+import { spawnCli } from '../cli/helpers.js';
+import { startXvfb, type Xvfb } from '../fixtures/xvfb.js';
+import { freshManager, operator, waitFor } from '../helpers.js';
+import { daemonCard, startDaemonProcess } from './daemon-helpers.js';
+
+const TEXT = 'hello from taskloop';
+const tool = (name: string, args: Record<string, unknown> = {}) => ({ action: 'tool', tool: name, args });
+
+/** Seed 000's card: open the editor, type, save as a named file; a command check accepts it. */
+function editorCard(file: string, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    goal: `Open the text editor, type '${TEXT}' and save it as ${file}`,
+    planner: 'scripted',
+    allowed_tools: ['screen_snapshot', 'launch_app', 'wait_for_window', 'click', 'type_text', 'press_keys'],
+    observe: { tool: 'screen_snapshot', args: {} },
+    launch_allowlist: [['mousepad', file]],
+    budget: { max_steps: 30, max_write_calls: 10 },
+    script: [
+      tool('launch_app', { argv: ['mousepad', file] }),
+      tool('wait_for_window', { title: 'Mousepad' }),
+      tool('click', { x: 320, y: 240 }),
+      tool('type_text', { text: TEXT }),
+      tool('press_keys', { keys: 'ctrl+s' }),
+      // Saved once the title loses the * of unsaved changes.
+      tool('wait_for_window', { title: `${file} - Mousepad`, exact: true }),
+      { action: 'done', reason: 'the file is saved' },
+    ],
+    acceptance: { checks: [{ id: 'file_holds_text', command: ['grep', '-qx', TEXT, file] }] },
+    ...over,
+  };
+}
+
+const events = async (tm: TaskManager, id: number) => (await tm.getTask(id)).events;
+const stepFinished = async (tm: TaskManager, id: number) => (await events(tm, id)).filter((e) => e.type === 'run.step_finished').map((e) => e.data);
+const hostsOf = (pid: number): number[] => {
+  try {
+    return execFileSync('pgrep', ['-P', String(pid), '-f', 'desktop/host.js'], { encoding: 'utf8' }).trim().split('\n').map(Number);
+  } catch {
+    return []; // pgrep exits 1 when nothing matches
+  }
+};
+
+describe('desktop tasks in a real daemon under Xvfb', () => {
+  let x: Xvfb;
+  const dir = mkdtempSync(join(tmpdir(), 'taskloop-desk-'));
+  let env: NodeJS.ProcessEnv;
+  const editors = () => {
+    try {
+      execFileSync('pkill', ['-f', `mousepad ${dir}`]);
+    } catch {
+      // none left
+    }
+  };
+
+  beforeAll(async () => {
+    x = await startXvfb({ size: '1024x768x24', from: 120 });
+    env = { ...process.env, DISPLAY: x.display, NO_AT_BRIDGE: '1', XDG_CONFIG_HOME: join(dir, 'config') };
+  });
+  afterAll(async () => {
+    editors();
+    await x.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("runs seed 000's task: open the editor, type, save as a named file; a command check accepts it", async () => {
+    const tm = freshManager();
+    const file = join(dir, 'hello.txt');
+    const d = await startDaemonProcess(tm.path, [], env);
+    const { task } = await tm.createTask({ title: 'Write hello in the editor', card: editorCard(file) }, operator);
+    await waitFor(async () => ['completed', 'failed'].includes((await tm.getTask(task.id)).state), 60_000, 'the desktop task to end');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const [run] = await runs.runsOf(task.id);
+    expect(run).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(readFileSync(file, 'utf8')).toBe(TEXT);
+    const { steps } = await runs.getRun(run!.id);
+    expect(steps.filter((s) => s.kind === 'action').map((s) => [s.tool, s.status])).toEqual([
+      ['launch_app', 'ok'],
+      ['wait_for_window', 'ok'],
+      ['click', 'ok'],
+      ['type_text', 'ok'],
+      ['press_keys', 'ok'],
+      ['wait_for_window', 'ok'],
+    ]);
+    // Every round observed the screen; the last observation shows the saved file's window.
+    const observed = steps.filter((s) => s.kind === 'observe');
+    expect(observed.length).toBeGreaterThanOrEqual(7);
+    expect(observed.every((s) => s.status === 'ok' && s.tool === 'screen_snapshot')).toBe(true);
+    expect((observed.at(-1)!.result as { windows: Array<{ title: string }> }).windows.map((w) => w.title)).toContain(`${file} - Mousepad`);
+    const finished = (await events(tm, task.id)).find((e) => e.type === 'run.finished')!;
+    expect(finished.data).toMatchObject({ phase: 'completed', stop_reason: 'accepted' });
+    editors();
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('a stop in the middle of typing ends the run at once, and the typing with it', async () => {
+    const tm = freshManager();
+    const file = join(dir, 'stopped.txt');
+    const d = await startDaemonProcess(tm.path, [], env);
+    const long = 'z'.repeat(3000);
+    const card = editorCard(file, {
+      script: [
+        tool('launch_app', { argv: ['mousepad', file] }),
+        tool('wait_for_window', { title: 'Mousepad' }),
+        tool('click', { x: 320, y: 240 }),
+        tool('type_text', { text: long, delay_ms: 10 }),
+        tool('press_keys', { keys: 'ctrl+s' }),
+        { action: 'done' },
+      ],
+    });
+    const { task } = await tm.createTask({ title: 'typing, to be stopped', card }, operator);
+    await waitFor(async () => (await events(tm, task.id)).some((e) => e.type === 'run.step_started' && e.data.tool === 'type_text'), 30_000, 'typing to start');
+    await sleep(500);
+    const stopped = await spawnCli(['--db', tm.path, 'stop', '--all']);
+    expect(stopped.code).toBe(0);
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'cancelled', 10_000, 'the run to stop');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    expect((await runs.runsOf(task.id))[0]).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+    const typing = (await stepFinished(tm, task.id)).find((s) => s.tool === 'type_text');
+    expect(typing).toMatchObject({ status: 'failed', error: expect.stringContaining('aborted') });
+    expect(hostsOf(d.child.pid!)).toEqual([]);
+
+    // What the editor got: save it from outside (xdotool) and measure; then again, a moment later.
+    const saved = () => {
+      execFileSync('xdotool', ['key', 'ctrl+s'], { env });
+      return waitFor(() => (existsSync(file) ? readFileSync(file, 'utf8').length : undefined), 5000, 'the editor to save');
+    };
+    const typed = await saved();
+    expect(typed).toBeGreaterThan(0);
+    expect(typed).toBeLessThan(long.length);
+    await sleep(700);
+    expect(await saved()).toBe(typed);
+    editors();
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('a tool that fails three times trips its breaker; the run ends failed / breaker', async () => {
+    const tm = freshManager();
+    const d = await startDaemonProcess(tm.path, [], env);
+    // Three different editors, none installed: the breaker counts the tool's failures, whatever the arguments.
+    const editorsTried = ['/nonexistent/a', '/nonexistent/b', '/nonexistent/c', '/nonexistent/d'];
+    const card = editorCard(join(dir, 'never.txt'), {
+      observe: undefined,
+      launch_allowlist: editorsTried.map((e) => [e]),
+      budget: { max_steps: 20, max_failures: 10 },
+      script: [...editorsTried.map((e) => tool('launch_app', { argv: [e] })), { action: 'done' }],
+    });
+    const { task } = await tm.createTask({ title: 'no such editor', card }, operator);
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'failed', 30_000, 'the run to fail');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    expect((await runs.runsOf(task.id))[0]).toMatchObject({ phase: 'failed', stopReason: 'breaker' });
+    const actions = (await stepFinished(tm, task.id)).filter((s) => s.kind === 'action');
+    expect(actions.map((s) => [s.status, s.error])).toEqual([
+      ...editorsTried.slice(0, 3).map((e) => ['failed', `launch_app: cannot start ${e}: spawn ${e} ENOENT`]),
+      ['rejected', 'tool launch_app is tripped (breaker open); the run ends'],
+    ]);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('a native crash in the desktop host fails one step; the run and the daemon go on', async () => {
+    const tm = freshManager();
+    const d = await startDaemonProcess(tm.path, ['--workers', '1'], env);
+    const card = daemonCard({
+      allowed_tools: ['click', 'type_text'],
+      budget: { max_steps: 20 },
+      script: [
+        // Over the bare root window: the keys go nowhere.
+        tool('click', { x: 900, y: 700 }),
+        tool('type_text', { text: 'z'.repeat(2000), delay_ms: 5 }),
+        tool('type_text', { text: 'after the crash' }),
+        { action: 'done' },
+      ],
+    });
+    const { task } = await tm.createTask({ title: 'crash the host', card }, operator);
+    await waitFor(async () => (await events(tm, task.id)).some((e) => e.type === 'run.step_started' && e.data.tool === 'type_text'), 30_000, 'typing to start');
+    const [host] = await waitFor(() => (hostsOf(d.child.pid!).length > 0 ? hostsOf(d.child.pid!) : undefined), 5000, 'the desktop host');
+    process.kill(host!, 'SIGSEGV');
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'completed', 30_000, 'the run to complete');
+    const actions = (await stepFinished(tm, task.id)).filter((s) => s.kind === 'action');
+    expect(actions.map((s) => [s.tool, s.status])).toEqual([
+      ['click', 'ok'],
+      ['type_text', 'failed'],
+      ['type_text', 'ok'],
+    ]);
+    const crashed = actions.find((s) => s.status === 'failed')!;
+    expect(crashed.error).toMatch(/^type_text: the desktop host crashed \(SIGSEGV\) during type/);
+    expect(d.child.exitCode).toBeNull();
+    const next = (await tm.createTask({ title: 'after', card: daemonCard() }, operator)).task;
+    await waitFor(async () => (await tm.getTask(next.id)).state === 'completed', 20_000, 'the daemon to serve the next task');
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+});
+
+describe('desktop tasks in a daemon without a display', () => {
+  it('fail cleanly with DESKTOP_UNAVAILABLE while the daemon keeps serving other tasks', async () => {
+    const tm = freshManager();
+    const env = { ...process.env };
+    delete env.DISPLAY;
+    const d = await startDaemonProcess(tm.path, [], env);
+    const card = daemonCard({
+      allowed_tools: ['screen_snapshot', 'noop'],
+      observe: { tool: 'screen_snapshot', args: {} },
+      script: [tool('noop'), { action: 'done' }],
+    });
+    const desk = (await tm.createTask({ title: 'needs a screen', card }, operator)).task;
+    const plain = (await tm.createTask({ title: 'plain', card: daemonCard() }, operator)).task;
+    await waitFor(async () => (await tm.getTask(desk.id)).state === 'failed', 20_000, 'the desktop task to fail');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const [run] = await runs.runsOf(desk.id);
+    expect(run).toMatchObject({ phase: 'failed', stopReason: 'max_failures' });
+    const failures = await stepFinished(tm, desk.id);
+    expect(failures.map((s) => [s.kind, s.status, s.error])).toEqual(
+      Array(3).fill(['observe', 'failed', 'screen_snapshot: DESKTOP_UNAVAILABLE: no live X display: DISPLAY is not set']),
+    );
+    expect((await events(tm, desk.id)).find((e) => e.type === 'run.finished')!.data).toMatchObject({ phase: 'failed', stop_reason: 'max_failures' });
+    // No host was started, and the daemon served the other task, and serves the next.
+    expect(hostsOf(d.child.pid!)).toEqual([]);
+    await waitFor(async () => (await tm.getTask(plain.id)).state === 'completed', 20_000, 'the plain task');
+    const next = (await tm.createTask({ title: 'next', card: daemonCard() }, operator)).task;
+    await waitFor(async () => (await tm.getTask(next.id)).state === 'completed', 20_000, 'the next task');
+    expect(d.child.exitCode).toBeNull();
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+});
