@@ -40,9 +40,11 @@ describe('closed-loop commands', () => {
     const db = join(tempDir(), 't.db');
     const table = await cli(db, 'tools');
     expect(table.stdout).toMatch(/^notify_oncall\s+write high /m);
+    expect(table.stdout).toMatch(/^screen_snapshot\s+read  low /m);
+    expect(table.stdout).toMatch(/^launch_app\s+write low /m);
     const functions = JSON.parse((await cli(db, 'tools', '--format', 'openai')).stdout) as Array<{ type: string; function: { name: string; parameters: { properties: Record<string, unknown> } } }>;
     const names = functions.map((f) => f.function.name);
-    for (const n of ['task_create', 'task_list', 'task_claim', 'task_transition', 'task_cancel', 'task_get', 'task_heartbeat', 'get_ticket', 'update_ticket_priority', 'notify_oncall', 'close_ticket']) expect(names).toContain(n);
+    for (const n of ['task_create', 'task_list', 'task_claim', 'task_transition', 'task_cancel', 'task_get', 'task_heartbeat', 'get_ticket', 'update_ticket_priority', 'notify_oncall', 'close_ticket', 'screen_snapshot', 'type_text', 'press_keys', 'click', 'launch_app']) expect(names).toContain(n);
     expect(functions.find((f) => f.function.name === 'update_ticket_priority')!.function.parameters.properties).toHaveProperty('priority');
     expect((await cli(db, 'tools', '--format', 'xml')).code).toBe(2);
   });
