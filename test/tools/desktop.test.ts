@@ -142,6 +142,13 @@ describe('desktop tools under Xvfb', () => {
     client.close();
   });
 
+  it('a host that cannot start fails the call with its last words, and nothing else', async () => {
+    const client = createDesktopClient({ hostPath: join(dir, 'no-such-host.js') });
+    const err = await client.call({ op: 'windows' }, new AbortController().signal).catch((e: unknown) => e);
+    expect(err).toMatchObject({ message: expect.stringMatching(/^the desktop host exited with code 1 during windows: .*Cannot find module/) });
+    expect(client.hostPid()).toBeNull();
+  });
+
   it('an aborted call (a stop) kills the host at once, so typing stops mid-text', async () => {
     const client = createDesktopClient();
     const stop = new AbortController();

@@ -59,6 +59,9 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
     started.on('exit', () => {
       if (child === started) child = null;
     });
+    // A failed spawn or send also ends in 'exit' or a send callback; without a listener an
+    // 'error' event would throw in the daemon thread.
+    started.on('error', () => undefined);
     child = started;
     return started;
   };
@@ -103,7 +106,7 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
       };
       const onExit = (code: number | null, sig: NodeJS.Signals | null) => {
         const how = sig !== null ? `crashed (${sig})` : `exited with code ${code}`;
-        const last = stderr.trim().split('\n').at(-1);
+        const last = lastWords(stderr);
         done(() => reject(new Error(`the desktop host ${how} during ${op.op}${last ? `: ${last}` : ''}; the next call starts a new one`)));
       };
       const onAbort = () => {
@@ -113,7 +116,9 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
       c.on('message', onMessage);
       c.on('exit', onExit);
       signal.addEventListener('abort', onAbort, { once: true });
-      c.send({ id, ...op });
+      c.send({ id, ...op }, (err) => {
+        if (err) done(() => reject(new Error(`the desktop host cannot take ${op.op}: ${err.message}`)));
+      });
     });
   };
 
@@ -134,6 +139,12 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
       kill();
     },
   };
+}
+
+/** The line of a dead host's stderr that says why: its last `…Error: …` line, else its last line. */
+function lastWords(stderr: string): string | undefined {
+  const lines = stderr.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !/^Node\.js v\d/.test(l));
+  return lines.findLast((l) => /^[A-Za-z]*Error\b/.test(l)) ?? lines.at(-1);
 }
 
 let shared: DesktopClient | undefined;
