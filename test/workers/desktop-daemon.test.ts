@@ -187,6 +187,8 @@ describe('desktop tasks in a real daemon under Xvfb', () => {
     const { task } = await tm.createTask({ title: 'crash the host', card }, operator);
     await waitFor(async () => (await events(tm, task.id)).some((e) => e.type === 'run.step_started' && e.data.tool === 'type_text'), 30_000, 'typing to start');
     const [host] = await waitFor(() => (hostsOf(d.child.pid!).length > 0 ? hostsOf(d.child.pid!) : undefined), 5000, 'the desktop host');
+    // Well into the 10 s of typing: the call is with the host, past its display probe.
+    await sleep(300);
     process.kill(host!, 'SIGSEGV');
     await waitFor(async () => (await tm.getTask(task.id)).state === 'completed', 30_000, 'the run to complete');
     const actions = (await stepFinished(tm, task.id)).filter((s) => s.kind === 'action');
