@@ -27,7 +27,7 @@ import { type LoopContext, type RunResult, type TaskLoopEvent, fingerprint, move
 import { createDetectors } from './detectors.js';
 import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
-import { checkPlanAction, progressVector, replan } from './plan.js';
+import { checkPlanAction, planView, progressVector, replan } from './plan.js';
 import { createHookRegistry } from '../plugins/hooks.js';
 
 const PAUSE_RECHECK_MS = 1000;
@@ -220,7 +220,8 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       const t0 = performance.now();
       let decided;
       try {
-        decided = await planner.decide({ goal: card.goal, steps: state.summaries, observation, allowedTools, rejections, signal: abort.signal });
+        const plan = state.plan.items.length > 0 ? state.plan.items.map(planView) : undefined;
+        decided = await planner.decide({ goal: card.goal, steps: state.summaries, observation, allowedTools, rejections, signal: abort.signal, ...(plan ? { plan } : {}) });
       } catch (err) {
         state.usage.steps++;
         const message = err instanceof PlannerError || isEngineError(err) ? err.message : `planner: ${String(err)}`;

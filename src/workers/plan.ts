@@ -6,6 +6,7 @@
  * change the items that are not done yet, and nothing else of the card.
  */
 import type { TaskCard } from '../engine/index.js';
+import type { PlanView } from './planner.js';
 
 export type ItemStatus = 'pending' | 'in_progress' | 'done' | 'failed';
 
@@ -82,6 +83,11 @@ export const FROZEN = ['goal', 'planner', 'model', 'allowed_tools', 'observe', '
 export type ReplanOutcome = { ok: true } | { ok: false; problems: string[] };
 
 /** Applies a proposed card change: only `plan`, and only its items not done yet. */
+/** An item as the planner is shown it (the card's own field names). */
+export function planView(item: PlanItem): PlanView {
+  return { id: item.id, goal: item.goal, status: item.status, allowed_actions: item.allowedActions, success_evidence: item.successEvidence };
+}
+
 export function replan(plan: PlanState, proposed: Record<string, unknown>): ReplanOutcome {
   const problems = Object.keys(proposed)
     .filter((k) => k !== 'plan')

@@ -26,6 +26,15 @@ export interface Observation {
   imagePng?: string;
 }
 
+/** One plan item as the planner sees it. */
+export interface PlanView {
+  id: string;
+  goal: string;
+  status: string;
+  allowed_actions: string[];
+  success_evidence: string[];
+}
+
 export interface AllowedTool {
   name: string;
   description: string;
@@ -41,6 +50,8 @@ export interface DecideInput {
   allowedTools: AllowedTool[];
   /** Refusals of the gate since the last decision, so the planner can change course. */
   rejections: Array<{ tool: string; reason: string }>;
+  /** The card's plan as it stands, when it has one: the planner may propose a new one (replan). */
+  plan?: PlanView[];
   signal: AbortSignal;
 }
 

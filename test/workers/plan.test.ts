@@ -1,5 +1,7 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createLlmPlanner } from '../../src/workers/planners/llm.js';
+import { startOpenAiServer } from '../fixtures/openai-server.js';
 import { card, harness, runCard } from './harness.js';
 
 function planCard(file: string, over: Record<string, unknown> = {}) {
@@ -67,5 +69,53 @@ describe('plans and progress', () => {
     expect(refusals).toEqual(['scope', 'allowed_tools', 'budget', 'approval', 'loop', 'acceptance'].map((k) => `replanning may not change ${k}`));
     expect(result.phase).toBe('completed');
     expect(result.envelope!.goal_progress).toEqual({ completed: ['close'], pending: [] });
+  });
+});
+
+describe('plans with the llm planner', () => {
+  it('the model sees the plan and may replace it; the replan passes the same rules as a scripted one', async () => {
+    const h = harness();
+    const file = join(h.dir, 'kv.json');
+    const newPlan = { plan: [{ id: 'close', goal: 'set it closed right away', allowed_actions: ['kv_set'], success_evidence: ['kv_set'] }] };
+    const server = await startOpenAiServer([
+      // No plan in args: a malformed replan, counted as a planner failure.
+      { json: { action: 'replan', tool: null, args: JSON.stringify({ steps: [] }), reason: 'wrong shape' } },
+      { json: { action: 'replan', tool: null, args: JSON.stringify({ ...newPlan, budget: { max_steps: 500 } }), reason: 'also more budget' } },
+      { json: { action: 'replan', tool: null, args: JSON.stringify(newPlan), reason: 'the status needs no reading' } },
+      { json: { action: 'tool', tool: 'kv_set', args: JSON.stringify({ file, key: 'status', value: 'closed' }), reason: 'close it' } },
+      { json: { action: 'done', tool: null, args: null, reason: 'closed' } },
+    ]);
+    const { result } = await runCard(h, planCard(file, { planner: 'llm', model: 'test-model' }), {
+      planner: (c) => createLlmPlanner({ baseURL: server.url, apiKey: 'test', model: c.model }),
+    });
+    await server.close();
+    expect(result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(result.envelope!.goal_progress).toEqual({ completed: ['close'], pending: [] });
+    expect(result.envelope!.trace.rejected_calls.map((r) => [r.tool, r.reason])).toEqual([['replan', 'replanning may not change budget']]);
+    const requests = server.requests as Array<{ messages: Array<{ role: string; content: string }>; response_format: { json_schema: { schema: { properties: { action: { enum: string[] } } } } } }>;
+    expect(requests).toHaveLength(5);
+    expect(requests[0]!.response_format.json_schema.schema.properties.action.enum).toEqual(['tool', 'done', 'fail', 'replan']);
+    expect(requests[0]!.messages[0]!.content).toContain('"action": "replan"');
+    expect(requests[0]!.messages[1]!.content).toContain('## Plan\n- look [pending]: read the status (allowed: kv_get; evidence: kv_get)\n- close [pending]');
+    // After the accepted replan the model is shown the new plan.
+    expect(requests[3]!.messages[1]!.content).toContain('## Plan\n- close [pending]: set it closed right away');
+    expect(requests[1]!.messages[1]!.content).toMatch(/#\d+ decide failed → error: llm planner: args: a replan needs args/);
+  });
+
+  it('a card without a plan offers no replan, and a model that answers one anyway fails the decision', async () => {
+    const h = harness();
+    const server = await startOpenAiServer([
+      { json: { action: 'replan', tool: null, args: JSON.stringify({ plan: [] }), reason: 'a plan of my own' } },
+      { json: { action: 'done', tool: null, args: null, reason: 'nothing to do' } },
+    ]);
+    const { result } = await runCard(h, card({ planner: 'llm', model: 'test-model', script: undefined }), {
+      planner: (c) => createLlmPlanner({ baseURL: server.url, apiKey: 'test', model: c.model }),
+    });
+    await server.close();
+    expect(result.phase).toBe('completed');
+    const requests = server.requests as Array<{ messages: Array<{ role: string; content: string }>; response_format: { json_schema: { schema: { properties: { action: { enum: string[] } } } } } }>;
+    expect(requests[0]!.response_format.json_schema.schema.properties.action.enum).toEqual(['tool', 'done', 'fail']);
+    expect(requests[0]!.messages[0]!.content).not.toContain('replan');
+    expect(requests[1]!.messages[1]!.content).toContain('#1 decide failed → error: llm planner: the model answered "replan", but this card has no plan to replace');
   });
 });

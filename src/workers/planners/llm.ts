@@ -83,18 +83,39 @@ export const DECISION_JSON_SCHEMA = {
   },
 } as const;
 
+/** The reply schema of a card with a plan: the model may also answer "replan". */
+export const PLAN_DECISION_JSON_SCHEMA = {
+  ...DECISION_JSON_SCHEMA,
+  properties: {
+    ...DECISION_JSON_SCHEMA.properties,
+    action: { type: 'string', enum: ['tool', 'done', 'fail', 'replan'] },
+    args: {
+      type: ['string', 'null'],
+      description: 'When action is "tool": the tool arguments as a JSON-encoded object. When "replan": the JSON-encoded object {"plan": [items]}. Else null.',
+    },
+  },
+} as const;
+
 /**
  * What a reply may hold. `args` is a JSON string per the schema; an object is accepted too,
  * for compatible servers that ignore strict mode. A tool call with null args means `{}`.
  */
 const replySchema = z
   .object({
-    action: z.enum(['tool', 'done', 'fail']),
+    action: z.enum(['tool', 'done', 'fail', 'replan']),
     tool: z.string().nullish(),
     args: z.unknown(),
     reason: z.string(),
   })
   .transform((reply, ctx): Decision => {
+    if (reply.action === 'replan') {
+      const card = toArgs(reply.args);
+      if (card === undefined || !Array.isArray(card.plan)) {
+        ctx.addIssue({ code: 'custom', path: ['args'], message: 'a replan needs args: a JSON-encoded object {"plan": [items]}' });
+        return z.NEVER;
+      }
+      return { action: 'replan', card, reason: reply.reason };
+    }
     if (reply.action !== 'tool') return { action: reply.action, reason: reply.reason };
     if (!reply.tool) {
       ctx.addIssue({ code: 'custom', path: ['tool'], message: 'a tool decision needs a non-empty tool name' });
@@ -152,7 +173,7 @@ export function createLlmPlanner(opts: LlmPlannerOptions = {}): Planner {
       max_tokens: 1024,
       response_format: {
         type: 'json_schema',
-        json_schema: { name: 'decision', strict: true, schema: DECISION_JSON_SCHEMA },
+        json_schema: { name: 'decision', strict: true, schema: input.plan === undefined ? DECISION_JSON_SCHEMA : PLAN_DECISION_JSON_SCHEMA },
       },
       messages: [
         { role: 'system', content: prompt.system },
@@ -166,7 +187,11 @@ export function createLlmPlanner(opts: LlmPlannerOptions = {}): Planner {
     } catch (err) {
       throw callError(err, input.signal);
     }
-    return { decision: readDecision(completion), usage: usageOf(completion) };
+    const decision = readDecision(completion);
+    if (decision.action === 'replan' && input.plan === undefined) {
+      throw new PlannerError('malformed', 'llm planner: the model answered "replan", but this card has no plan to replace');
+    }
+    return { decision, usage: usageOf(completion) };
   }
 
   function callError(err: unknown, signal: AbortSignal): PlannerError {

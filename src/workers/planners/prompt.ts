@@ -39,6 +39,12 @@ Rules:
 - Do not repeat a step that already succeeded; do not retry a refused call unchanged: change course.
 - Answer "fail" when the goal cannot be reached with the allowed tools.`;
 
+/** Added to the system message when the card has a plan: the plan's rules and the replan action. */
+export const PLAN_RULES = `
+This task has a plan (listed under "## Plan"): the current item is the first one not done; while it is current only its allowed_actions may run, and a successful call of one of its success_evidence tools completes it.
+When the plan no longer fits what you observe, replace it: {"action": "replan", "tool": null, "args": "<the JSON-encoded object {\\"plan\\": [items]}>", "reason": "..."}, each item {"id": string, "goal": string, "allowed_actions": [tool names], "success_evidence": [tool names]}.
+A replan keeps every item already done (same id) and changes nothing else of the task: not the tools, the scope, the budget or the acceptance checks.`;
+
 /** Builds the two messages of one decision. `vision` says whether the model accepts images. */
 export function buildPrompt(input: DecideInput, opts: { vision: boolean }): PlannerPrompt {
   const { goal, steps, observation, allowedTools, rejections } = input;
@@ -63,12 +69,20 @@ export function buildPrompt(input: DecideInput, opts: { vision: boolean }): Plan
   );
   sections.push(`## Allowed tools\n${tools.length === 0 ? '(none: answer "done" or "fail")' : tools.join('\n')}`);
 
+  if (input.plan !== undefined) {
+    const items = input.plan.map(
+      (i) => `- ${i.id} [${i.status}]: ${oneLine(i.goal)} (allowed: ${i.allowed_actions.join(', ') || 'any allowed tool'}; evidence: ${i.success_evidence.join(', ') || 'none'})`,
+    );
+    sections.push(`## Plan\n${items.join('\n')}`);
+  }
+
   if (rejections.length > 0) {
     const lines = rejections.map((r) => `- ${r.tool}: ${oneLine(cap(r.reason, PROMPT_LIMITS.stepText))}`);
     sections.push(`## Refused by the gate since your last decision\n${lines.join('\n')}`);
   }
 
-  const prompt: PlannerPrompt = { system: SYSTEM_PROMPT, user: sections.join('\n\n') };
+  const system = input.plan === undefined ? SYSTEM_PROMPT : `${SYSTEM_PROMPT}\n${PLAN_RULES}`;
+  const prompt: PlannerPrompt = { system, user: sections.join('\n\n') };
   if (imagePng !== undefined && opts.vision) prompt.imagePng = imagePng;
   return prompt;
 }
