@@ -9,7 +9,7 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { type BrowserContext, type Page, chromium } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import type { SqliteTaskStore } from '../../src/engine/index.js';
+import { OPERATOR, type SqliteTaskStore } from '../../src/engine/index.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
 import { ticketStore } from '../../src/tools/tickets.js';
 import { ROOT, freshManager, tempDir, waitFor } from '../helpers.js';
@@ -137,5 +137,37 @@ describe('the live board', () => {
     expect(dialogs).toEqual([]);
     // This server has no GET /metrics (startHttp mounts it): the board hides the breaker state.
     expect(errors.filter((e) => !e.endsWith('/metrics)'))).toEqual([]);
+  });
+  it('on a server that requires a token it asks for one, signs in, and stays live on the session cookie', async () => {
+    const token = 'board-token-0123456789';
+    const { url } = await startServer({ requireToken: true, tokens: new Map([[token, OPERATOR]]), extraRoutes: boardRoutes() });
+    const { page, errors } = await openBrowser();
+    await page.goto(`${url}/`);
+    const form = page.locator('#signin');
+    await form.waitFor({ state: 'visible', timeout: 15_000 });
+    expect(await page.locator('#conn').getAttribute('data-conn')).toBe('closed');
+
+    await page.fill('#signin-token', 'not-the-token-0123456789');
+    await page.click('#signin-form button[type="submit"]');
+    await expect.poll(() => page.locator('#signin-error').textContent()).toBe('That token is not valid.');
+    mkdirSync(ARTIFACTS, { recursive: true });
+    await page.screenshot({ path: join(ARTIFACTS, 'board-signin.png') });
+
+    await page.fill('#signin-token', token);
+    await page.click('#signin-form button[type="submit"]');
+    await page.locator('#conn[data-conn="live"]').waitFor({ timeout: 15_000 });
+    expect(await form.isHidden()).toBe(true);
+    expect(await page.locator('#who').textContent()).toBe('operator (operator)');
+    // The cookie is HttpOnly: the page's script cannot read it.
+    expect(await page.evaluate('document.cookie')).toBe('');
+
+    // A task created elsewhere arrives over the event stream, which the cookie authenticates.
+    const created = await api(url, 'POST', '/api/tasks', { title: 'seen through the session', card: card(), attach: false }, { authorization: `Bearer ${token}` });
+    await page.locator(`[data-column="pending"] [data-task-id="${created.json.id}"]`).waitFor({ timeout: 15_000 });
+
+    await page.click('#sign-out');
+    await form.waitFor({ state: 'visible', timeout: 10_000 });
+    expect(await page.evaluate(async () => (await fetch('/api/tasks')).status)).toBe(401);
+    expect(errors.filter((e) => !/401|\/metrics\)$/.test(e))).toEqual([]);
   });
 });

@@ -2,6 +2,8 @@ import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { OPERATOR } from '../../src/engine/index.js';
 import { isLoopback, tokensFromEnv } from '../../src/monitor/http/auth.js';
+import { SESSION_MS, createSessions } from '../../src/monitor/http/session.js';
+import { boardRoutes } from '../../src/monitor/board/board.js';
 import { api, card, openStream, startServer } from './http-helpers.js';
 
 const TOKEN = 'operator-token-0123456789';
@@ -86,5 +88,66 @@ describe('authentication', () => {
     expect(() => tokensFromEnv({ TASKLOOP_TOKENS: JSON.stringify({ [TOKEN]: { id: 'x', role: 'system' } }) })).toThrow(/role/);
     expect(['127.0.0.1', '127.0.0.2', '::1', '[::1]', 'localhost', '::ffff:127.0.0.1'].every(isLoopback)).toBe(true);
     expect(['0.0.0.0', '10.0.0.1', '::', 'example.com', '128.0.0.1'].some(isLoopback)).toBe(false);
+  });
+});
+
+describe('browser sessions (the board on a server that requires a token)', () => {
+  const session = (res: { headers: Headers }) => /taskloop_session=([^;]*)/.exec(res.headers.get('set-cookie') ?? '')?.[1];
+
+  it('the board page needs no token; signing in with one sets an HttpOnly cookie that the API and the event stream accept', async () => {
+    const alice = 'alice-token-0123456789';
+    const tokens = new Map([[TOKEN, OPERATOR], [alice, { id: 'alice', role: 'agent' as const }]]);
+    const { url } = await startServer({ requireToken: true, tokens, extraRoutes: boardRoutes() });
+    const page = await fetch(`${url}/`);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain('id="signin"');
+    expect((await api(url, 'GET', '/api/session')).status).toBe(401);
+
+    const wrong = await api(url, 'POST', '/api/session', { token: 'not-a-token-0123456789' });
+    expect(wrong.status).toBe(401);
+    expect(wrong.json.error.code).toBe('UNAUTHORIZED');
+    expect(wrong.headers.get('set-cookie')).toBeNull();
+    expect((await api(url, 'POST', '/api/session', { nope: 1 })).json.error.code).toBe('VALIDATION_FAILED');
+
+    const signedIn = await api(url, 'POST', '/api/session', { token: alice });
+    expect(signedIn.status).toBe(200);
+    expect(signedIn.json).toEqual({ actor: { id: 'alice', role: 'agent' }, expires_in_s: 43200 });
+    expect(signedIn.headers.get('set-cookie')).toMatch(/^taskloop_session=[\w-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=43200$/);
+    const cookie = { cookie: `theme=dark; taskloop_session=${session(signedIn)}` };
+
+    expect((await api(url, 'GET', '/api/session', undefined, cookie)).json).toEqual({ actor: { id: 'alice', role: 'agent' }, requires_token: true });
+    const created = await api(url, 'POST', '/api/tasks', { title: 'from the board', card: card(), attach: false }, cookie);
+    expect(created.status).toBe(201);
+    expect(created.json.creator).toBe('alice');
+    const events = await openStream(`${url}/api/events?after=0`, cookie);
+    expect(events.status).toBe(200);
+    await events.next((e) => e.data.type === 'task.created', 'the created event');
+    events.close();
+
+    // Another site cannot sign a browser in, nor use its cookie.
+    expect((await api(url, 'POST', '/api/session', { token: alice }, { origin: 'http://evil.example' })).status).toBe(403);
+    expect((await api(url, 'GET', '/api/tasks', undefined, { ...cookie, 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    // A made-up session is no session.
+    expect((await api(url, 'GET', '/api/tasks', undefined, { cookie: 'taskloop_session=made-up' })).status).toBe(401);
+
+    const out = await api(url, 'DELETE', '/api/session', undefined, cookie);
+    expect(out.json).toEqual({ signed_out: true });
+    expect(out.headers.get('set-cookie')).toMatch(/^taskloop_session=; .*Max-Age=0$/);
+    expect((await api(url, 'GET', '/api/tasks', undefined, cookie)).status).toBe(401);
+  });
+
+  it('sessions expire after 12 hours and the oldest give way past a thousand', () => {
+    let now = 0;
+    const sessions = createSessions(() => now);
+    const first = sessions.open(OPERATOR);
+    expect(sessions.actorOf(first)).toEqual(OPERATOR);
+    now = SESSION_MS - 1;
+    expect(sessions.actorOf(first)).toEqual(OPERATOR);
+    now = SESSION_MS;
+    expect(sessions.actorOf(first)).toBeUndefined();
+    const ids = Array.from({ length: 1001 }, () => sessions.open(OPERATOR));
+    expect(sessions.actorOf(ids[0]!)).toBeUndefined();
+    expect(sessions.actorOf(ids[1]!)).toEqual(OPERATOR);
+    expect(sessions.actorOf(ids[1000]!)).toEqual(OPERATOR);
   });
 });

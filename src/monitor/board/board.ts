@@ -37,8 +37,10 @@ const BOARD_HEADERS = {
 /** GET / and GET /board: the board page. Mount with `createHttpServer({extraRoutes: boardRoutes()})`. */
 export function boardRoutes(): Route[] {
   const handler = () => ({ text: BOARD_HTML, contentType: 'text/html; charset=utf-8', headers: BOARD_HEADERS });
+  // Public: the page holds no data; on a server that requires a token it asks for one and
+  // signs in (session.ts), and every call it makes is authenticated as usual.
   return [
-    { method: 'GET', path: '/', handler },
-    { method: 'GET', path: '/board', handler },
+    { method: 'GET', path: '/', handler, public: true },
+    { method: 'GET', path: '/board', handler, public: true },
   ];
 }

@@ -68,6 +68,8 @@ const HEAD = String.raw`
 
   var toastTimer = null;
   function toast(message, kind) {
+    // While the sign-in form is up, failing calls are expected: it says what to do.
+    if (!byId('signin').hidden && kind !== 'info') return;
     var el = byId('toast');
     el.textContent = message;
     el.setAttribute('data-kind', kind || 'error');
@@ -86,10 +88,45 @@ const HEAD = String.raw`
     if (!res.ok) {
       var err = new Error(json && json.error ? json.error.code + ': ' + json.error.message : method + ' ' + path + ': HTTP ' + res.status);
       err.status = res.status;
+      if (res.status === 401 && !(method === 'POST' && path === '/api/session')) askToken();
       throw err;
     }
     return json;
   }
+
+  // ---- signing in (a server that requires a token; see src/monitor/http/session.ts) -----------
+
+  function askToken(message) {
+    if (source) { source.close(); source = null; }
+    setConn('closed', 'signed out');
+    byId('who').textContent = '';
+    byId('sign-out').hidden = true;
+    var box = byId('signin');
+    var wasHidden = box.hidden;
+    box.hidden = false;
+    var err = byId('signin-error');
+    err.hidden = !message;
+    err.textContent = message || '';
+    if (wasHidden) byId('signin-token').focus();
+  }
+
+  byId('signin-form').addEventListener('submit', async function (e) {
+    e.preventDefault();
+    var input = byId('signin-token');
+    try {
+      await api('POST', '/api/session', { token: input.value });
+      input.value = '';
+      byId('signin').hidden = true;
+      start();
+    } catch (err) {
+      askToken(err.status === 401 ? 'That token is not valid.' : err.message);
+    }
+  });
+
+  byId('sign-out').addEventListener('click', async function () {
+    try { await api('DELETE', '/api/session'); } catch (e) { /* signed out either way */ }
+    askToken();
+  });
 
   function slim(task) {
     var t = Object.assign({}, task);
@@ -297,14 +334,19 @@ const HEAD = String.raw`
 
 const TAIL = String.raw`
   async function start() {
+    if (!byId('signin').hidden) return;
     setConn('connecting', 'connecting…');
     try {
+      var me = await api('GET', '/api/session');
+      byId('who').textContent = me.requires_token ? me.actor.id + ' (' + me.actor.role + ')' : '';
+      byId('sign-out').hidden = !me.requires_token;
       await loadTasks();
       connect();
       await loadApprovals();
       loadBreakers();
       if (selected !== null) refreshDetail();
     } catch (e) {
+      if (e.status === 401) return; // the sign-in form is up; it starts the board again
       setConn('closed', 'disconnected');
       toast('cannot load the board: ' + e.message);
       setTimeout(start, 3000);

@@ -25,6 +25,8 @@ export const BOARD_HTML = `<!doctype html>
   <span id="summary" class="muted"></span>
   <span id="breakers" class="breakers" hidden></span>
   <span class="spacer"></span>
+  <span id="who" class="muted"></span>
+  <button id="sign-out" type="button" hidden>Sign out</button>
   <button id="stop-all" class="danger" type="button" title="Stop every running task (the backlog is left alone)">Stop all</button>
 </header>
 <main>
@@ -41,6 +43,15 @@ export const BOARD_HTML = `<!doctype html>
   </aside>
 </main>
 <div id="toast" role="status" hidden></div>
+<div id="signin" class="signin" hidden>
+  <form id="signin-form" autocomplete="off" aria-label="sign in">
+    <h2>Sign in to taskloop</h2>
+    <p class="muted">This server requires a token: TASKLOOP_TOKEN, or one of TASKLOOP_TOKENS. The browser keeps a session cookie, not the token.</p>
+    <input id="signin-token" type="password" placeholder="token" aria-label="token" required>
+    <button type="submit" class="ok">Sign in</button>
+    <p id="signin-error" class="error" hidden></p>
+  </form>
+</div>
 <script>${BOARD_SCRIPT}</script>
 </body>
 </html>

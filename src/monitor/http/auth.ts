@@ -7,7 +7,8 @@
  * - `TASKLOOP_TOKEN` maps to the operator (`{id: 'operator', role: 'operator'}`);
  * - `TASKLOOP_TOKENS`, a JSON object `{"<token>": {"id": "<name>", "role": "operator" | "agent"}}`,
  *   adds named identities (an agent token may stop or approve only what its creator rules allow).
- * A presented token that matches none is refused even on loopback.
+ * A presented token that matches none is refused even on loopback. Browsers sign in once
+ * and carry a session cookie instead (session.ts), since an EventSource sends no headers.
  *
  * Web pages are not callers: on loopback anyone's browser could otherwise reach the operator
  * (a form POST to stop-all, an <img> starting a run). A request whose `Origin` is not this
@@ -20,6 +21,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod';
 import { type Actor, OPERATOR } from '../../engine/index.js';
 import { HttpError } from './errors.js';
+import { SESSION_COOKIE, type Sessions, cookieOf } from './session.js';
 
 export type TokenTable = ReadonlyMap<string, Actor>;
 
@@ -67,6 +69,8 @@ export interface AuthOptions {
   /** The address the server is bound to. */
   host: string;
   tokens: TokenTable;
+  /** Browser sessions (session.ts): a request without a header may carry a session cookie. */
+  sessions?: Sessions;
   /** @defaultValue true unless `host` is a loopback address */
   requireToken?: boolean;
 }
@@ -75,6 +79,10 @@ export interface Authenticator {
   readonly requireToken: boolean;
   /** The actor of a request, or an HttpError (401, or 403 for a foreign origin). */
   actorOf(req: IncomingMessage, port: number): Actor;
+  /** Only the browser-origin checks, for routes that take no credentials (the board page, sign-in). */
+  checkOrigin(req: IncomingMessage, port: number): void;
+  /** The actor a token maps to, or undefined (compared in constant time). */
+  authenticate(token: string): Actor | undefined;
 }
 
 const digest = (s: string): Buffer => createHash('sha256').update(s).digest();
@@ -101,7 +109,10 @@ export function createAuthenticator(opts: AuthOptions): Authenticator {
       checkBrowserOrigin(req, loopback, port);
       const header = req.headers.authorization;
       if (header === undefined) {
-        if (requireToken) throw unauthorized('this server requires Authorization: Bearer <token>');
+        const session = cookieOf(req, SESSION_COOKIE);
+        const signedIn = session === undefined ? undefined : opts.sessions?.actorOf(session);
+        if (signedIn !== undefined) return signedIn;
+        if (requireToken) throw unauthorized('this server requires Authorization: Bearer <token> (or a session: POST /api/session)');
         return OPERATOR;
       }
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -110,6 +121,8 @@ export function createAuthenticator(opts: AuthOptions): Authenticator {
       if (actor === undefined) throw unauthorized('the token is not valid');
       return actor;
     },
+    checkOrigin: (req, port) => checkBrowserOrigin(req, loopback, port),
+    authenticate: lookup,
   };
 }
 

@@ -31,7 +31,15 @@ export interface Route {
   /** e.g. `/api/tasks/:id/cancel`. */
   path: string;
   handler: Handler;
+  /**
+   * Served without credentials (only the browser-origin checks apply): the board page, which
+   * holds no data, and sign-in. The handler's actor is then ANONYMOUS.
+   */
+  public?: boolean;
 }
+
+/** The actor a public route's handler is given. */
+export const ANONYMOUS: Actor = Object.freeze({ id: 'anonymous', role: 'agent' });
 
 interface Compiled {
   route: Route;

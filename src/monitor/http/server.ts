@@ -16,7 +16,8 @@ import { type TokenTable, createAuthenticator, tokensFromEnv } from './auth.js';
 import { errorReply } from './errors.js';
 import { eventsHandler } from './event-stream.js';
 import { createLoopHost } from './loop-host.js';
-import { type Reply, type Route, createRouter } from './router.js';
+import { ANONYMOUS, type Reply, type Route, createRouter } from './router.js';
+import { createSessions, sessionRoutes } from './session.js';
 import { type RunOwner, createRunOwner } from './run-owner.js';
 import { runRoutes } from './run-routes.js';
 import { type SseOptions, type SseStream, openSse } from './sse.js';
@@ -74,7 +75,8 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   const { tm, runs } = opts;
   const host = opts.host ?? '127.0.0.1';
   const log = opts.log ?? (() => undefined);
-  const auth = createAuthenticator({ host, tokens: opts.tokens ?? tokensFromEnv(), requireToken: opts.requireToken });
+  const sessions = createSessions();
+  const auth = createAuthenticator({ host, tokens: opts.tokens ?? tokensFromEnv(), requireToken: opts.requireToken, sessions });
   const agent = opts.agent ?? `http-${hostname()}-${process.pid}`;
   const capabilities = opts.capabilities ?? [];
   const loopHost = await createLoopHost({ tm, runs, toolModules: opts.toolModules, plugins: opts.plugins, breaker: opts.breaker });
@@ -94,6 +96,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
     { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open }) },
     ...runRoutes(runs),
     { method: 'GET', path: '/api/events', handler: eventsHandler(tm, open) },
+    ...sessionRoutes(auth, sessions),
     ...(opts.extraRoutes ?? []),
   ]);
 
@@ -103,8 +106,18 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
     const url = new URL(req.url ?? '/', 'http://localhost');
     const where = `${req.method ?? '?'} ${url.pathname}`;
     try {
-      const actor = auth.actorOf(req, port);
-      const { route, params } = router.match(req.method ?? 'GET', url.pathname);
+      let matched;
+      try {
+        matched = router.match(req.method ?? 'GET', url.pathname);
+      } catch (err) {
+        // Credentials first: an unauthenticated caller learns nothing of which paths exist.
+        auth.actorOf(req, port);
+        throw err;
+      }
+      const { route, params } = matched;
+      let actor = ANONYMOUS;
+      if (route.public === true) auth.checkOrigin(req, port);
+      else actor = auth.actorOf(req, port);
       const reply = await route.handler({ req, res, params, query: url.searchParams, actor });
       if (reply !== undefined) write(res, reply.status ?? 200, reply);
       else if (!res.headersSent) write(res, 204, { text: '', contentType: 'text/plain' });

@@ -1,0 +1,106 @@
+/**
+ * Browser sessions, so the board works on a server that requires a token. A browser's
+ * EventSource cannot send an Authorization header, and a token kept in page storage is
+ * readable by any script on the page. So the board signs in once: POST /api/session with
+ * the token; the server answers with a random session id in an HttpOnly, SameSite=Strict
+ * cookie, which same-origin fetches and the event stream then carry.
+ *
+ * The cookie is never sent by other sites' pages (SameSite=Strict), and auth.ts refuses
+ * cross-origin requests anyway, so it opens no cross-site request forgery. Sessions live in
+ * this server process's memory: a restart signs browsers out. The cookie is not `Secure`
+ * because the server speaks plain HTTP; put TLS in front of a server off the machine.
+ */
+import { randomBytes } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import { z } from 'zod';
+import type { Actor } from '../../engine/index.js';
+import type { Authenticator } from './auth.js';
+import { HttpError } from './errors.js';
+import { readJson } from './request.js';
+import type { Route } from './router.js';
+
+export const SESSION_COOKIE = 'taskloop_session';
+/** How long a session lasts from sign-in. */
+export const SESSION_MS = 12 * 60 * 60 * 1000;
+/** The oldest session is dropped past this many. */
+const MAX_SESSIONS = 1000;
+
+export interface Sessions {
+  /** A new session for `actor`; returns its id. */
+  open(actor: Actor): string;
+  /** The actor of a live session, or undefined. */
+  actorOf(id: string): Actor | undefined;
+  close(id: string): void;
+}
+
+export function createSessions(now: () => number = Date.now): Sessions {
+  const live = new Map<string, { actor: Actor; expiresAt: number }>();
+  return {
+    open(actor) {
+      const id = randomBytes(32).toString('base64url');
+      live.set(id, { actor, expiresAt: now() + SESSION_MS });
+      // A Map iterates in insertion order: the first key is the oldest session.
+      if (live.size > MAX_SESSIONS) live.delete(live.keys().next().value!);
+      return id;
+    },
+    actorOf(id) {
+      const s = live.get(id);
+      if (s === undefined) return undefined;
+      if (s.expiresAt <= now()) {
+        live.delete(id);
+        return undefined;
+      }
+      return s.actor;
+    },
+    close: (id) => void live.delete(id),
+  };
+}
+
+/** The value of one cookie of a request, or undefined. */
+export function cookieOf(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
+const signIn = z.strictObject({ token: z.string().min(1).max(4096) });
+const cookie = (value: string, maxAgeS: number) => `${SESSION_COOKIE}=${value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${maxAgeS}`;
+const who = (actor: Actor) => ({ id: actor.id, role: actor.role });
+
+/**
+ * POST /api/session `{token}` signs in (public: it is how credentials arrive), GET tells who
+ * the caller is and whether the server requires a token, DELETE signs out.
+ */
+export function sessionRoutes(auth: Authenticator, sessions: Sessions): Route[] {
+  return [
+    {
+      method: 'POST',
+      path: '/api/session',
+      public: true,
+      handler: async ({ req }) => {
+        const { token } = await readJson(req, signIn, 'sign-in');
+        const actor = auth.authenticate(token);
+        if (actor === undefined) throw new HttpError(401, 'UNAUTHORIZED', 'the token is not valid');
+        const id = sessions.open(actor);
+        return { json: { actor: who(actor), expires_in_s: SESSION_MS / 1000 }, headers: { 'Set-Cookie': cookie(id, SESSION_MS / 1000) } };
+      },
+    },
+    {
+      method: 'GET',
+      path: '/api/session',
+      handler: ({ actor }) => ({ json: { actor: who(actor), requires_token: auth.requireToken } }),
+    },
+    {
+      method: 'DELETE',
+      path: '/api/session',
+      public: true,
+      handler: ({ req }) => {
+        const id = cookieOf(req, SESSION_COOKIE);
+        if (id !== undefined) sessions.close(id);
+        return { status: 200, json: { signed_out: id !== undefined }, headers: { 'Set-Cookie': cookie('', 0) } };
+      },
+    },
+  ];
+}
