@@ -1,6 +1,7 @@
 /** Read-only figures for the monitor: run outcomes, step durations, reclaims, throughput. */
 import type { RunStats } from '../run-store.js';
 import type { Db } from './connection.js';
+import { createEventTally } from './event-tally.js';
 
 const STEP_SAMPLE = 2000;
 
@@ -9,8 +10,8 @@ export function prepareRunStats(db: Db): (since: number, now: number) => RunStat
   const steps = db.prepare<[number], { kind: string; duration_ms: number }>(
     'SELECT kind, duration_ms FROM steps WHERE duration_ms IS NOT NULL ORDER BY id DESC LIMIT ?',
   );
-  const reclaims = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM task_events WHERE type = 'task.stale_reclaimed' AND created_at >= ?");
-  const completed = db.prepare<[number], { n: number }>("SELECT count(*) AS n FROM tasks WHERE state = 'completed' AND updated_at >= ?");
+  // Completions and reclaims: counted in the event log, incrementally (event-tally.ts).
+  const tally = createEventTally(db);
   const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? 0;
   return (since, now) => {
     const byKind = new Map<string, number[]>();
@@ -24,11 +25,12 @@ export function prepareRunStats(db: Db): (since: number, now: number) => RunStat
       list.sort((a, b) => a - b);
       stepDurations[kind] = { p50: pct(list, 0.5), p99: pct(list, 0.99), count: list.length };
     }
+    const inWindow = tally(since);
     return {
       runsByPhase: Object.fromEntries(phases.all(since).map((r) => [r.phase, r.n])),
       stepDurations,
-      staleReclaims: reclaims.get(since)!.n,
-      completed: completed.get(since)!.n,
+      staleReclaims: inWindow.reclaims ?? 0,
+      completed: inWindow.completed ?? 0,
       windowMs: now - since,
     };
   };
