@@ -93,7 +93,7 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
     return new Promise<unknown>((resolve, reject) => {
       const done = (settle: () => void) => {
         c.off('message', onMessage);
-        c.off('exit', onExit);
+        c.off('close', onExit);
         signal.removeEventListener('abort', onAbort);
         if (child === c) rest(c);
         settle();
@@ -114,7 +114,8 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
         done(() => reject(signal.reason));
       };
       c.on('message', onMessage);
-      c.on('exit', onExit);
+      // 'close', not 'exit': by then its stderr is read to the end, last words included.
+      c.on('close', onExit);
       signal.addEventListener('abort', onAbort, { once: true });
       c.send({ id, ...op }, (err) => {
         if (err) done(() => reject(new Error(`the desktop host cannot take ${op.op}: ${err.message}`)));
