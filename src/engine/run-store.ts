@@ -13,6 +13,7 @@ import type {
   FinishStepInput,
   OpenRunResult,
   Run,
+  ScreenInfo,
   Step,
   Usage,
 } from './runs.js';
@@ -91,7 +92,9 @@ export interface RunStore {
   /** Stop, pause or resume from any process; returns the task ids affected. */
   setControl(request: ControlRequest): Promise<number[]>;
 
-  getRun(runId: number): Promise<Run & { steps: Step[] }>;
+  getRun(runId: number): Promise<Run & { steps: Step[]; screen: ScreenInfo | null }>;
+  /** The latest screen the run observed (a PNG), or null when it observed none. */
+  getScreen(runId: number): Promise<(ScreenInfo & { png: Buffer }) | null>;
   runsOf(taskId: number): Promise<Run[]>;
 
   breakerAcquire(tool: string, policy: BreakerPolicy): Promise<BreakerVerdict>;

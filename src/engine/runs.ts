@@ -142,6 +142,15 @@ export interface FinishStepInput {
   usage: Usage;
   /** Extra fields for the run.step_finished event (e.g. the progress vector). */
   eventData?: Record<string, unknown>;
+  /** The PNG screen this step observed; the run keeps its latest (`RunStore.getScreen`). */
+  screen?: Uint8Array;
+}
+
+/** Where a run's latest screen came from (its PNG is read with `RunStore.getScreen`). */
+export interface ScreenInfo {
+  seq: number;
+  takenAt: number;
+  bytes: number;
 }
 
 /** How the task moves when a run ends; each move gets its own event. */

@@ -135,7 +135,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     yield { type: 'step_started', step: started };
     return started;
   }
-  async function* settle(started: Step, status: Step['status'] & ('ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned'), out: { result?: unknown; error?: string; durationMs: number; tokens?: number }): AsyncGenerator<TaskLoopEvent, Step, undefined> {
+  async function* settle(started: Step, status: Step['status'] & ('ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned'), out: { result?: unknown; error?: string; durationMs: number; tokens?: number; screen?: Uint8Array }): AsyncGenerator<TaskLoopEvent, Step, undefined> {
     const finished = await runs.finishStep(fence, {
       stepId: started.id,
       status,
@@ -143,6 +143,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       error: out.error,
       durationMs: out.durationMs,
       tokens: out.tokens,
+      screen: out.screen,
       usage: state.usage,
       eventData: { progress: progress() },
     });
@@ -201,7 +202,8 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
           state.usage.consecutiveFailures = 0;
           state.trace.usedTools.push(tool);
           const { kept, imagePng } = splitImage(out.result);
-          yield* settle(started, 'ok', { result: kept, durationMs: out.durationMs });
+          // The run keeps the latest screen it saw, for operators (GET /api/runs/:id/screen).
+          yield* settle(started, 'ok', { result: kept, durationMs: out.durationMs, screen: imagePng === undefined ? undefined : Buffer.from(imagePng, 'base64') });
           observation = imagePng === undefined ? { tool, ok: true, data: kept } : { tool, ok: true, data: kept, imagePng };
         } else {
           const spentFailures = failure();

@@ -14,6 +14,8 @@ import { boardRoutes } from '../../src/monitor/board/board.js';
 import { ticketStore } from '../../src/tools/tickets.js';
 import { ROOT, freshManager, tempDir, waitFor } from '../helpers.js';
 import { startDaemonProcess } from '../workers/daemon-helpers.js';
+import { card as workerCard, harness, runCard } from '../workers/harness.js';
+import { fakeScreenTool } from '../fixtures/fake-screen.js';
 import { api, card, startServer } from './http-helpers.js';
 
 const CHROMIUM = process.env.TASKLOOP_CHROMIUM ?? '/usr/bin/chromium';
@@ -169,5 +171,24 @@ describe('the live board', () => {
     await form.waitFor({ state: 'visible', timeout: 10_000 });
     expect(await page.evaluate(async () => (await fetch('/api/tasks')).status)).toBe(401);
     expect(errors.filter((e) => !/401|\/metrics\)$/.test(e))).toEqual([]);
+  });
+  it('a run that observed a screen shows it in the detail pane', async () => {
+    const h = harness();
+    const screen = fakeScreenTool();
+    h.tools.register(screen.tool);
+    const { claim } = await runCard(h, workerCard({
+      allowed_tools: ['fake_screen', 'noop'],
+      observe: { tool: 'fake_screen', args: {} },
+      script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }],
+    }));
+    const { url } = await startServer({ path: h.path, extraRoutes: boardRoutes() });
+    const { page, errors } = await openBrowser();
+    await page.goto(`${url}/`);
+    await page.locator(`[data-task-id="${claim.id}"]`).first().click();
+    const img = page.locator('#detail img.screen');
+    await img.waitFor({ timeout: 15_000 });
+    expect(await img.getAttribute('data-screen-seq')).toBe('4');
+    await expect.poll(() => img.evaluate((el) => (el as unknown as { naturalWidth: number }).naturalWidth)).toBe(4);
+    expect(errors.filter((e) => !e.endsWith('/metrics)'))).toEqual([]);
   });
 });

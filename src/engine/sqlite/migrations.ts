@@ -215,6 +215,16 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX runs_by_finish ON runs (finished_at) WHERE finished_at IS NOT NULL;
   `,
+  // 5: the latest screen a run observed (desktop runs, screen_snapshot), for operators: one
+  // PNG per run, replaced at each observation, deleted by retention with the run's steps.
+  `
+  CREATE TABLE run_screens (
+    run_id   INTEGER PRIMARY KEY REFERENCES runs (id),
+    seq      INTEGER NOT NULL,
+    png      BLOB    NOT NULL,
+    taken_at INTEGER NOT NULL
+  );
+  `,
 ];
 
 export function migrate(db: Database): void {

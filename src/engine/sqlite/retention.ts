@@ -1,7 +1,7 @@
 /**
  * Retention (DESIGN §3): the event log is the audit trail and is kept by default. When an
- * operator sets a retention period, the steps and events of tasks that finished before it
- * are deleted; the task rows and their runs (with each run's envelope) stay. Each pass
+ * operator sets a retention period, the steps, events and run screens of tasks that
+ * finished before it are deleted; the task rows and their runs (with each run's envelope) stay. Each pass
  * appends one `retention.compacted` event, so the newest event id always survives and ids
  * are never reused.
  */
@@ -20,12 +20,14 @@ export function prepareRetention(db: Db, writer: EventWriter): Compact {
        AND (last_event_id IS NOT NULL OR EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = tasks.id AND e.prev_id IS NULL)) LIMIT ?`,
   );
   const dropSteps = db.prepare('DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE task_id = ?)');
+  const dropScreens = db.prepare('DELETE FROM run_screens WHERE run_id IN (SELECT id FROM runs WHERE task_id = ?)');
   // A task's events go all together, through its chain and the index (see rows.ts).
   const dropEvents = prepareDeleteTaskEvents(db);
   return (before, now, events) => {
     const ids = finished.all(before, BATCH).map((r) => r.id);
     for (const id of ids) {
       dropSteps.run(id);
+      dropScreens.run(id);
       dropEvents(id);
     }
     if (ids.length > 0) {

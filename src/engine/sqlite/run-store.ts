@@ -41,6 +41,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
         return affected;
       })),
     getRun: async (runId) => runs.getRun(runId),
+    getScreen: async (runId) => runs.getScreen(runId),
     runsOf: async (taskId) => runs.runsOf(taskId),
     // The common case — a closed breaker, a success — needs no write transaction at all.
     breakerAcquire: async (tool, policy) =>

@@ -1,6 +1,6 @@
 /** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
 import { EngineError } from '../errors.js';
-import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, Run, Step, Usage } from '../runs.js';
+import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, Run, ScreenInfo, Step, Usage } from '../runs.js';
 import { checkMove, isFenced } from '../states.js';
 import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
@@ -88,8 +88,9 @@ export interface RunWrites {
   finishRun(f: Fence, input: FinishRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
   releaseRun(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): void;
   recordRestart(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): number;
-  getRun(runId: number): Run & { steps: Step[] };
+  getRun(runId: number): Run & { steps: Step[]; screen: ScreenInfo | null };
   runsOf(taskId: number): Run[];
+  getScreen(runId: number): (ScreenInfo & { png: Buffer }) | null;
 }
 
 export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove): RunWrites {
@@ -119,6 +120,12 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   const clearControl = db.prepare('DELETE FROM controls WHERE task_id = ?');
   const setRestarts = db.prepare('UPDATE runs SET restarts = ? WHERE id = ?');
   const giveBackAttempt = db.prepare('UPDATE tasks SET attempts = MAX(attempts - 1, 0) WHERE id = ?');
+  const saveScreen = db.prepare(
+    `INSERT INTO run_screens (run_id, seq, png, taken_at) VALUES (?, ?, ?, ?)
+     ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, png = excluded.png, taken_at = excluded.taken_at`,
+  );
+  const screenInfo = db.prepare<[number], { seq: number; taken_at: number; bytes: number }>('SELECT seq, taken_at, length(png) AS bytes FROM run_screens WHERE run_id = ?');
+  const screenOf = db.prepare<[number], { seq: number; taken_at: number; png: Buffer }>('SELECT seq, taken_at, png FROM run_screens WHERE run_id = ?');
 
   const claimOf = db.prepare<[number], { state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = ?');
   /** The fence of a step write: only the claim is read, not the row (the card can be large). */
@@ -192,6 +199,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       });
       if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
       updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+      if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
       events.push(
         writer.append(f.taskId, 'run.step_finished', f.agent, {
           run_id: row.run_id,
@@ -254,10 +262,15 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     getRun(runId) {
       const row = runById.get(runId);
       if (row === undefined) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`, { run_id: runId });
-      return { ...toRun(row), steps: stepsOf.all(runId).map(toStep) };
+      const screen = screenInfo.get(runId);
+      return { ...toRun(row), steps: stepsOf.all(runId).map(toStep), screen: screen === undefined ? null : { seq: screen.seq, takenAt: screen.taken_at, bytes: screen.bytes } };
     },
     runsOf(taskId) {
       return runsOfTask.all(taskId).map(toRun);
+    },
+    getScreen(runId) {
+      const row = screenOf.get(runId);
+      return row === undefined ? null : { seq: row.seq, takenAt: row.taken_at, bytes: row.png.length, png: row.png };
     },
   };
 }

@@ -82,6 +82,13 @@ export const DETAIL_SCRIPT = String.raw`
     box.appendChild(h('h3', { text: 'Budget' }));
     box.appendChild(budgetTable(run.budget || {}, run.usage || {}));
 
+    // A desktop run: the latest screen it observed, i.e. what the planner last saw.
+    if (run.screen) {
+      box.appendChild(h('h3', { text: 'Screen (step #' + run.screen.seq + ', ' + ago(run.screen.taken_at) + ')' }));
+      box.appendChild(h('a', { href: run.screen.url + '?seq=' + run.screen.seq, target: '_blank', rel: 'noopener' },
+        h('img', { class: 'screen', 'data-screen-seq': run.screen.seq, src: run.screen.url + '?seq=' + run.screen.seq, alt: 'the screen run #' + run.id + ' last observed' })));
+    }
+
     var steps = run.steps || [];
     box.appendChild(h('h3', { text: 'Timeline (' + steps.length + ' steps)' }));
     box.appendChild(h('ol', { class: 'timeline' }, steps.map(stepItem)));

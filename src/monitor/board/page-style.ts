@@ -75,6 +75,7 @@ ol.timeline li[data-status="pending"]::before, ol.timeline li[data-status="start
 .run-tabs button[aria-pressed="true"] { border-color: var(--accent); }
 #toast { position: fixed; bottom: 14px; left: 50%; transform: translateX(-50%); background: #4a1d21; border: 1px solid #7a2a30; padding: 8px 14px; border-radius: 6px; max-width: 70vw; overflow-wrap: anywhere; }
 #toast[data-kind="info"] { background: #17391f; border-color: #2a6b38; }
+img.screen { display: block; width: 100%; border: 1px solid var(--line); border-radius: 4px; }
 .signin { position: fixed; inset: 0; background: rgba(8, 10, 14, .85); display: flex; align-items: center; justify-content: center; z-index: 10; }
 .signin form { background: var(--panel); border: 1px solid var(--line); border-radius: 8px; padding: 18px 20px; width: 360px; display: flex; flex-direction: column; gap: 10px; }
 .signin h2 { margin: 0; font-size: 15px; }

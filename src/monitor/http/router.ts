@@ -22,7 +22,8 @@ export interface RouteContext {
 
 export type Reply =
   | { status?: number; json: unknown; headers?: Record<string, string> }
-  | { status?: number; text: string; contentType: string; headers?: Record<string, string> };
+  | { status?: number; text: string; contentType: string; headers?: Record<string, string> }
+  | { status?: number; body: Buffer; contentType: string; headers?: Record<string, string> };
 
 export type Handler = (ctx: RouteContext) => Promise<Reply | void> | Reply | void;
 

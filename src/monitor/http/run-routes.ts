@@ -4,6 +4,7 @@
  * creator — never its assignee: the engine refuses with FORBIDDEN).
  */
 import { type RunStore, toWireApproval, toWireRun, toWireStep } from '../../engine/index.js';
+import { HttpError } from './errors.js';
 import { idParam, parseWith, readJson } from './request.js';
 import type { Route } from './router.js';
 import { listApprovalsQuery, queryObject, reasonBody } from './schemas.js';
@@ -26,7 +27,22 @@ export function runRoutes(runs: RunStore): Route[] {
       async handler({ params }) {
         const id = idParam(params.id, 'run id');
         const run = await runs.getRun(id);
-        return { json: { ...toWireRun(run), steps: run.steps.map(toWireStep) } };
+        const screen = run.screen === null ? null : { seq: run.screen.seq, taken_at: new Date(run.screen.takenAt).toISOString(), bytes: run.screen.bytes, url: `/api/runs/${id}/screen` };
+        return { json: { ...toWireRun(run), steps: run.steps.map(toWireStep), screen } };
+      },
+    },
+    {
+      // The latest screen the run observed (desktop runs): what the agent last saw.
+      method: 'GET',
+      path: '/api/runs/:id/screen',
+      async handler({ params }) {
+        const id = idParam(params.id, 'run id');
+        const screen = await runs.getScreen(id);
+        if (screen === null) {
+          await runs.getRun(id); // RUN_NOT_FOUND for a run that does not exist
+          throw new HttpError(404, 'NOT_FOUND', `run ${id} has observed no screen`);
+        }
+        return { body: screen.png, contentType: 'image/png', headers: { 'X-Screen-Seq': String(screen.seq) } };
       },
     },
     {

@@ -68,7 +68,7 @@ const JSON_HEADERS = { 'Content-Type': 'application/json; charset=utf-8', 'Cache
 function write(res: ServerResponse, status: number, reply: Reply): void {
   const headers = 'json' in reply ? JSON_HEADERS : { 'Content-Type': reply.contentType, 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff' };
   res.writeHead(status, { ...headers, ...reply.headers });
-  res.end('json' in reply ? JSON.stringify(reply.json) : reply.text);
+  res.end('json' in reply ? JSON.stringify(reply.json) : 'text' in reply ? reply.text : reply.body);
 }
 
 export async function createHttpServer(opts: HttpServerOptions): Promise<HttpServer> {

@@ -1,0 +1,53 @@
+/**
+ * A run keeps the latest screen it observed (a tool declared `image: true` returns it), so
+ * an operator can see what the agent last saw: over the run store, over HTTP, and gone with
+ * retention. The screens here are small PNGs drawn by a test tool, no display needed.
+ */
+import { PNG } from 'pngjs';
+import { describe, expect, it } from 'vitest';
+import { fakeScreenTool, shadePng } from '../fixtures/fake-screen.js';
+import { api, startServer } from '../monitor/http-helpers.js';
+import { card, harness, runCard } from './harness.js';
+
+const { tool: fakeScreen, calls } = fakeScreenTool();
+
+describe('the screen a run observed', () => {
+  it('keeps the latest observed screen per run, out of the step log, served as image/png, and dropped by retention', async () => {
+    const h = harness();
+    h.tools.register(fakeScreen);
+    const { result } = await runCard(h, card({
+      allowed_tools: ['fake_screen', 'noop'],
+      observe: { tool: 'fake_screen', args: {} },
+      script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'noop' }, { action: 'done' }],
+    }));
+    expect(result.phase).toBe('completed');
+    const run = await h.runs.getRun(result.runId);
+    const observes = run.steps.filter((s) => s.kind === 'observe');
+    expect(observes).toHaveLength(3);
+    // The step log holds a note, never the image.
+    expect(observes.every((s) => /^\(PNG of \d+ bytes kept out of the log/.test((s.result as { image_png: string }).image_png))).toBe(true);
+    const last = observes.at(-1)!;
+    expect(run.screen).toMatchObject({ seq: last.seq, bytes: expect.any(Number) });
+    const screen = (await h.runs.getScreen(result.runId))!;
+    expect(screen.png.toString('base64')).toBe(shadePng(10 * calls()));
+    expect(PNG.sync.read(screen.png).data[0]).toBe(10 * calls());
+
+    const { url } = await startServer({ path: h.path });
+    const wire = await api(url, 'GET', `/api/runs/${result.runId}`);
+    expect(wire.json.screen).toEqual({ seq: last.seq, taken_at: expect.any(String), bytes: screen.png.length, url: `/api/runs/${result.runId}/screen` });
+    const res = await fetch(`${url}/api/runs/${result.runId}/screen`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('image/png');
+    expect(res.headers.get('x-screen-seq')).toBe(String(last.seq));
+    expect(Buffer.from(await res.arrayBuffer()).equals(screen.png)).toBe(true);
+
+    // A run that observed nothing has no screen; a run that does not exist is RUN_NOT_FOUND.
+    const plain = await runCard(h, card());
+    expect((await api(url, 'GET', `/api/runs/${plain.result.runId}`)).json.screen).toBeNull();
+    expect((await api(url, 'GET', `/api/runs/${plain.result.runId}/screen`)).json.error.code).toBe('NOT_FOUND');
+    expect((await api(url, 'GET', '/api/runs/9999/screen')).json.error.code).toBe('RUN_NOT_FOUND');
+
+    expect(await h.runs.compact(Date.now() + 1000)).toBe(2);
+    expect(await h.runs.getScreen(result.runId)).toBeNull();
+  });
+});
