@@ -3,7 +3,7 @@
  * (nut.js in the daemon's desktop host) on a real Xvfb, and a real editor (mousepad).
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -11,7 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteRunStore, type SqliteTaskStore, type TaskManager } from '../../src/engine/index.js';
 import { spawnCli } from '../cli/helpers.js';
 import { startXvfb, type Xvfb } from '../fixtures/xvfb.js';
-import { freshManager, operator, waitFor } from '../helpers.js';
+import { PNG } from 'pngjs';
+import { ROOT, freshManager, operator, waitFor } from '../helpers.js';
 import { daemonCard, startDaemonProcess } from './daemon-helpers.js';
 
 const TEXT = 'hello from taskloop';
@@ -97,6 +98,12 @@ describe('desktop tasks in a real daemon under Xvfb', () => {
     expect(observed.length).toBeGreaterThanOrEqual(7);
     expect(observed.every((s) => s.status === 'ok' && s.tool === 'screen_snapshot')).toBe(true);
     expect((observed.at(-1)!.result as { windows: Array<{ title: string }> }).windows.map((w) => w.title)).toContain(`${file} - Mousepad`);
+    // The run keeps the last screen it saw: the editor with the saved text.
+    const screen = (await runs.getScreen(run!.id))!;
+    expect(screen.seq).toBe(observed.at(-1)!.seq);
+    expect([PNG.sync.read(screen.png).width, PNG.sync.read(screen.png).height]).toEqual([1024, 768]);
+    mkdirSync(join(ROOT, 'test-artifacts'), { recursive: true });
+    writeFileSync(join(ROOT, 'test-artifacts/desktop-run-screen.png'), screen.png);
     const finished = (await events(tm, task.id)).find((e) => e.type === 'run.finished')!;
     expect(finished.data).toMatchObject({ phase: 'completed', stop_reason: 'accepted' });
     editors();
