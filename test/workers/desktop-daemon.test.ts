@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteRunStore, type SqliteTaskStore, type TaskManager } from '../../src/engine/index.js';
 import { spawnCli } from '../cli/helpers.js';
+import { startOpenAiServer } from '../fixtures/openai-server.js';
 import { startXvfb, type Xvfb } from '../fixtures/xvfb.js';
 import { PNG } from 'pngjs';
 import { ROOT, freshManager, operator, waitFor } from '../helpers.js';
@@ -107,6 +108,54 @@ describe('desktop tasks in a real daemon under Xvfb', () => {
     const finished = (await events(tm, task.id)).find((e) => e.type === 'run.finished')!;
     expect(finished.data).toMatchObject({ phase: 'completed', stop_reason: 'accepted' });
     editors();
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('the llm planner drives the editor from screenshots: every decision gets the screen as an image part', async () => {
+    const tm = freshManager();
+    const file = join(dir, 'llm.txt');
+    const decide = (d: { action: string; tool?: string; args?: Record<string, unknown> }) => ({
+      json: { action: d.action, tool: d.tool ?? null, args: d.args === undefined ? null : JSON.stringify(d.args), reason: 'next step' },
+    });
+    const script = (editorCard(file).script as Array<{ action: string; tool?: string; args?: Record<string, unknown> }>).map(decide);
+    const server = await startOpenAiServer(script);
+    const d = await startDaemonProcess(tm.path, [], { ...env, OPENAI_BASE_URL: server.url, OPENAI_API_KEY: 'test', TASKLOOP_VISION_MODELS: 'test-vlm' });
+    const card = editorCard(file, { planner: 'llm', model: 'test-vlm', script: undefined });
+    const { task } = await tm.createTask({ title: 'llm writes hello', card }, operator);
+    await waitFor(async () => ['completed', 'failed'].includes((await tm.getTask(task.id)).state), 60_000, 'the llm desktop task to end');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    expect((await runs.runsOf(task.id))[0]).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(readFileSync(file, 'utf8')).toBe(TEXT);
+    const requests = server.requests as Array<{ model: string; messages: Array<{ role: string; content: unknown }> }>;
+    expect(requests).toHaveLength(7);
+    for (const r of requests) {
+      expect(r.model).toBe('test-vlm');
+      const parts = r.messages.find((m) => m.role === 'user')!.content as Array<{ type: string; image_url?: { url: string } }>;
+      expect(parts.map((p) => p.type)).toEqual(['text', 'image_url']);
+      const shot = PNG.sync.read(Buffer.from(parts[1]!.image_url!.url.replace('data:image/png;base64,', ''), 'base64'));
+      expect([shot.width, shot.height]).toEqual([1024, 768]);
+    }
+    await server.close();
+    editors();
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('a daemon refuses an llm desktop card whose model cannot see, before any step or model call', async () => {
+    const tm = freshManager();
+    const server = await startOpenAiServer([]);
+    const d = await startDaemonProcess(tm.path, [], { ...env, OPENAI_BASE_URL: server.url, OPENAI_API_KEY: 'test', TASKLOOP_VISION_MODELS: 'test-vlm' });
+    const card = editorCard(join(dir, 'blind.txt'), { planner: 'llm', model: 'text-only-model', script: undefined });
+    const { task } = await tm.createTask({ title: 'blind model', card }, operator);
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'failed', 20_000, 'the refusal');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const [run] = await runs.runsOf(task.id);
+    expect(run).toMatchObject({ phase: 'rejected', stopReason: 'model_lacks_vision' });
+    expect(run!.envelope!.message).toMatch(/^MODEL_LACKS_VISION: model text-only-model cannot see images.*TASKLOOP_VISION_MODELS lists them: test-vlm\)$/);
+    expect((await runs.getRun(run!.id)).steps).toEqual([]);
+    expect(server.requests).toHaveLength(0);
+    await server.close();
     d.child.kill('SIGTERM');
     expect(await d.exited).toBe(0);
   });
