@@ -162,3 +162,24 @@ describe('desktop tools under Xvfb', () => {
     expect(client.hostPid()).toBeNull();
   });
 });
+
+describe('a display that goes away', () => {
+  it('fails the call in flight (the host dies with the X connection), then DESKTOP_UNAVAILABLE', async () => {
+    const x = await startXvfb({ from: 150 });
+    const client = createDesktopClient({ env: { ...process.env, DISPLAY: x.display } });
+    const signal = new AbortController().signal;
+    try {
+      const typing = client.call({ op: 'type', text: 'x'.repeat(3000), delayMs: 5 }, signal).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 500));
+      await x.stop();
+      // libX11 ends the host on a lost server: exit(1) on its IO error, or a signal (SIGPIPE) when a write hits the closed socket.
+      expect(await typing).toMatchObject({ message: expect.stringMatching(/^the desktop host (exited with code 1|crashed \(SIG[A-Z]+\)) during type/) });
+      const next = await client.call({ op: 'windows' }, signal).catch((e: unknown) => e);
+      expect(next).toMatchObject({ code: 'DESKTOP_UNAVAILABLE', message: expect.stringMatching(/^no live X display: no X server at :\d+/) });
+      expect(client.hostPid()).toBeNull();
+    } finally {
+      client.close();
+      await x.stop();
+    }
+  });
+});
