@@ -71,3 +71,16 @@ export function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove
         : [{ to: 'failed', by: 'assignee' }];
   }
 }
+
+/** Resolves on the next commit anywhere (the store's watch) or after `ms`. */
+export function changeOrTimeout(ctx: LoopContext, ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    const unwatch = ctx.watch(done);
+    function done() {
+      clearTimeout(timer);
+      unwatch();
+      resolve();
+    }
+  });
+}

@@ -23,7 +23,7 @@ import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
-import { type LoopContext, type RunResult, type TaskLoopEvent, fingerprint, movesFor } from './loop-context.js';
+import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout, fingerprint, movesFor } from './loop-context.js';
 import { createDetectors } from './detectors.js';
 import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
@@ -386,16 +386,4 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     unwatch();
     abort.abort('loop ended');
   }
-}
-
-function changeOrTimeout(ctx: LoopContext, ms: number): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    const unwatch = ctx.watch(done);
-    function done() {
-      clearTimeout(timer);
-      unwatch();
-      resolve();
-    }
-  });
 }
