@@ -39,6 +39,8 @@ describe('which models have vision', () => {
     expect(hasVision('gpt-4o-mini', {})).toBe(true);
     expect(hasVision('qwen2.5vl:7b', {})).toBe(true);
     expect(hasVision('llama3:8b', {})).toBe(false);
+    expect(hasVision('o3-mini', {})).toBe(false);
+    expect(hasVision('o4-mini', {})).toBe(true);
     expect(DEFAULT_VISION_MODELS).toContain('gpt-4o*');
     const env = { TASKLOOP_VISION_MODELS: 'my-vlm, llama3:8b' };
     expect(hasVision('llama3:8b', env)).toBe(true);

@@ -11,10 +11,14 @@
 
 export const DEFAULT_VISION_MODELS = [
   'gpt-4o*',
+  'gpt-4-turbo*',
   'gpt-4.1*',
   'gpt-5*',
-  'o3*',
-  'o4*',
+  // The o-series by name: o1-mini and o3-mini take no images.
+  'o1',
+  'o3',
+  'o3-pro*',
+  'o4-mini*',
   'qwen2.5vl*',
   'qwen2.5-vl*',
   'qwen-vl*',
