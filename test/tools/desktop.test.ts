@@ -118,6 +118,23 @@ describe('desktop tools under Xvfb', () => {
     expect(readFileSync(file, 'utf8')).toBe('hello from taskloop');
   });
 
+  it('type_text types every ASCII character, lines, tabs and text beyond ASCII exactly; no key stays down', async () => {
+    const second = join(dir, 'second.txt');
+    const started = await run('launch_app', { argv: ['mousepad', second] });
+    pids.push((started as { result: { pid: number } }).result.pid);
+    expect(await run('wait_for_window', { title: 'second.txt' })).toMatchObject({ ok: true });
+    await run('click', { x: 320, y: 240 });
+    const ascii = Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join('');
+    expect(await run('type_text', { text: `${ascii}\nTab\there\r\n` })).toMatchObject({ ok: true, result: { typed: 95 + 10, via: 'nut.js' } });
+    expect(await run('type_text', { text: 'Grüße, 你好\nnext line' })).toMatchObject({ ok: true, result: { typed: 19, via: 'xdotool' } });
+    // After ctrl+s nothing is held: the s of the next text comes out once.
+    expect(await run('press_keys', { keys: 'ctrl+s' })).toMatchObject({ ok: true });
+    expect(await run('type_text', { text: '\nss' })).toMatchObject({ ok: true, result: { via: 'nut.js' } });
+    expect(await run('press_keys', { keys: 'ctrl+s' })).toMatchObject({ ok: true });
+    await run('wait_for_window', { title: `${second} - Mousepad`, exact: true });
+    expect(readFileSync(second, 'utf8')).toBe(`${ascii}\nTab\there\nGrüße, 你好\nnext line\nss`);
+  });
+
   it('refuses bad keys and off-screen clicks without crashing the host', async () => {
     expect(() => tool('press_keys').parse({ keys: 'ctrl+bogus' })).toThrow(/press_keys: argument keys: unknown key "bogus"/);
     expect(() => tool('press_keys').parse({ keys: 'ctrl++' })).toThrow(/an empty key/);

@@ -51,7 +51,8 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
   const host = (): ChildProcess => {
     if (child !== null && child.exitCode === null && child.signalCode === null) return child;
     stderr = '';
-    const started = fork(opts.hostPath ?? HOST, [], { env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced' });
+    // detached: the host leads its own process group, so `kill` reaches an xdotool it runs.
+    const started = fork(opts.hostPath ?? HOST, [], { env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced', detached: true });
     started.stderr?.setEncoding('utf8');
     started.stderr?.on('data', (chunk: string) => {
       stderr = (stderr + chunk).slice(-STDERR_KEPT);
@@ -67,8 +68,14 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
   };
 
   const kill = () => {
-    child?.kill('SIGKILL');
+    const c = child;
     child = null;
+    if (c === null || c.pid === undefined) return;
+    try {
+      process.kill(-c.pid, 'SIGKILL');
+    } catch {
+      c.kill('SIGKILL'); // the group is gone already
+    }
   };
 
   /** Lets an idle host keep no process alive, and ends it after `idleMs`. */

@@ -2,15 +2,25 @@
  * The desktop host: a child process that makes the nut.js calls for one daemon thread.
  * nut.js is native code; a crash in it (it segfaults on a display that goes away) ends
  * this process only, and the caller's step fails. Requests come one at a time over IPC.
- * The host exits when its parent goes away.
+ * The host exits when its parent goes away; it leads its own process group, so a stop that
+ * kills it kills an xdotool it started too.
  */
+import { execFile } from 'node:child_process';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { PNG } from 'pngjs';
 import type { HostOp, HostReply, HostRequest, Snapshot, WindowInfo } from './protocol.js';
+import { nutStrokes } from './us-keys.js';
+
+const execFileAsync = promisify(execFile);
+/** xdotool's own default pause between keys, the least for remapped characters. */
+const XDOTOOL_DELAY_MS = 12;
 
 /** The part of nut.js the host uses (typed here: nut.js is an optional dependency). */
 interface Nut {
   screen: { grab(): Promise<{ width: number; height: number; data: Buffer; channels: number; colorMode: number }>; width(): Promise<number>; height(): Promise<number> };
-  keyboard: { config: { autoDelayMs: number }; type(text: string): Promise<unknown>; pressKey(...keys: number[]): Promise<unknown>; releaseKey(...keys: number[]): Promise<unknown> };
+  /** pressKey / releaseKey take modifiers first and the key last, in the same order for both. */
+  keyboard: { config: { autoDelayMs: number }; pressKey(...keys: number[]): Promise<unknown>; releaseKey(...keys: number[]): Promise<unknown> };
   mouse: { config: { autoDelayMs: number }; setPosition(p: unknown): Promise<unknown>; click(b: number): Promise<unknown>; doubleClick(b: number): Promise<unknown> };
   getWindows(): Promise<Array<{ title: Promise<string>; region: Promise<{ left: number; top: number; width: number; height: number }> }>>;
   Point: new (x: number, y: number) => unknown;
@@ -69,6 +79,48 @@ async function snapshot(n: Nut, withWindows: boolean): Promise<Snapshot> {
   return shot;
 }
 
+/**
+ * Printable ASCII, Enter and Tab are pressed key by key through nut.js (see us-keys.ts).
+ * Text with any other character goes to xdotool, a line at a time (this xdotool drops
+ * newlines; Enter is pressed between lines); for a character with no key it maps a spare
+ * keycode to it in turn.
+ */
+async function typeText(n: Nut, text: string, delayMs: number): Promise<{ typed: number; via: 'nut.js' | 'xdotool' }> {
+  const normal = text.replace(/\r\n?/g, '\n');
+  const typed = [...normal].length;
+  const strokes = nutStrokes(normal);
+  if (strokes !== null) {
+    n.keyboard.config.autoDelayMs = 0;
+    for (const keys of strokes) {
+      const codes = keys.map((k) => n.Key[k]!);
+      await n.keyboard.pressKey(...codes);
+      await n.keyboard.releaseKey(...codes);
+      if (delayMs > 0) await sleep(delayMs);
+    }
+    return { typed, via: 'nut.js' };
+  }
+  const lines = normal.split('\n');
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!;
+    const remaps = /[^\x20-\x7e\t]/.test(line);
+    // A remapped character needs a pause: the window must see each mapping before the next.
+    if (line !== '') await xdotool(['type', '--delay', String(remaps ? Math.max(delayMs, XDOTOOL_DELAY_MS) : delayMs), '--', line]);
+    if (i < lines.length - 1) await xdotool(['key', 'Return']);
+  }
+  return { typed, via: 'xdotool' };
+}
+
+async function xdotool(args: string[]): Promise<void> {
+  try {
+    await execFileAsync('xdotool', args);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      throw new Error('text beyond ASCII needs xdotool (nut.js has no key for it): install xdotool');
+    }
+    throw new Error(`xdotool ${args[0]} failed: ${(err as Error).message.split('\n')[0]}`);
+  }
+}
+
 async function perform(req: HostOp): Promise<unknown> {
   const n = await loadNut();
   switch (req.op) {
@@ -77,9 +129,7 @@ async function perform(req: HostOp): Promise<unknown> {
     case 'windows':
       return { windows: await windows(n) };
     case 'type':
-      n.keyboard.config.autoDelayMs = req.delayMs;
-      await n.keyboard.type(req.text);
-      return { typed: [...req.text].length };
+      return typeText(n, req.text, req.delayMs);
     case 'keys': {
       const codes = req.keys.map((k) => {
         const code = n.Key[k];
@@ -87,7 +137,7 @@ async function perform(req: HostOp): Promise<unknown> {
         return code;
       });
       await n.keyboard.pressKey(...codes);
-      await n.keyboard.releaseKey(...[...codes].reverse());
+      await n.keyboard.releaseKey(...codes);
       return { pressed: req.keys };
     }
     case 'click': {
