@@ -16,6 +16,7 @@ import { availableParallelism, cpus, totalmem } from 'node:os';
 import { PNG } from 'pngjs';
 import { createDesktopClient } from '../dist/tools/desktop/client.js';
 import { probeDisplay } from '../dist/tools/desktop/display.js';
+import { nutStrokes } from '../dist/tools/desktop/us-keys.js';
 import { fmtNum, log, nowNs, percentile, table } from './lib/util.mjs';
 
 const CALLS = Number(process.env.BENCH_DESKTOP_CALLS ?? 60);
@@ -54,7 +55,14 @@ const direct = {
     await nut.mouse.setPosition(new nut.Point(700, 500));
     await nut.mouse.click(nut.Button.LEFT);
   },
-  type: () => nut.keyboard.type('abcdefghijklmnopqrst'),
+  // As the host types (us-keys.ts): key by key, modifiers first, released in the same order.
+  async type() {
+    for (const keys of nutStrokes('abcdefghijklmnopqrst')) {
+      const codes = keys.map((k) => nut.Key[k]);
+      await nut.keyboard.pressKey(...codes);
+      await nut.keyboard.releaseKey(...codes);
+    }
+  },
 };
 const client = createDesktopClient();
 const isolated = {
