@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { type NetConnectOpts, connect } from 'node:net';
 import { homedir } from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { join } from 'node:path';
 
 export type DisplayStatus = { ok: true; display: string } | { ok: false; reason: string };
@@ -71,6 +72,11 @@ function setupRequest(cookie: Buffer | null): Buffer {
 
 type Outcome = { status: number; reason: string } | { error: string };
 
+/** A connection dropped by a server in the middle of a reset. */
+const RESET_ERRORS = /ECONNRESET|EPIPE|closed without a reply/;
+const RESET_RETRIES = 3;
+const RESET_PAUSE_MS = 25;
+
 /** One attempt: connect, send `request`, read the setup reply's status (and reason when Failed). */
 function handshake(opts: NetConnectOpts, request: Buffer, timeoutMs: number): Promise<Outcome> {
   return new Promise((resolve) => {
@@ -116,17 +122,23 @@ export async function probeDisplay(env: NodeJS.ProcessEnv = process.env, timeout
     const home = env.HOME || homedir();
     const cookie = await readCookie(env.XAUTHORITY || join(home, '.Xauthority'), number);
     const request = setupRequest(cookie);
-    let outcome: Outcome;
-    if (host === '' || host === 'unix') {
+    const attempt = async (): Promise<Outcome> => {
+      if (host !== '' && host !== 'unix') return handshake({ host, port: 6000 + number }, request, timeoutMs);
       const path = `/tmp/.X11-unix/X${number}`;
-      outcome = await handshake({ path }, request, timeoutMs);
+      const outcome = await handshake({ path }, request, timeoutMs);
       // No socket file: the server may still listen on the Linux abstract socket of the same name.
       if ('error' in outcome && process.platform === 'linux' && !existsSync(path)) {
         const abstract = await handshake({ path: `\0${path}` }, request, timeoutMs);
-        if (!('error' in abstract)) outcome = abstract;
+        if (!('error' in abstract)) return abstract;
       }
-    } else {
-      outcome = await handshake({ host, port: 6000 + number }, request, timeoutMs);
+      return outcome;
+    };
+    let outcome = await attempt();
+    // An X server resets when its last client leaves (Xvfb without -noreset: this probe's
+    // own connection can be that client) and drops connections for the moment it takes.
+    for (let retry = 0; retry < RESET_RETRIES && 'error' in outcome && RESET_ERRORS.test(outcome.error); retry++) {
+      await sleep(RESET_PAUSE_MS);
+      outcome = await attempt();
     }
     if ('error' in outcome) return { ok: false, reason: `no X server at ${display} (${outcome.error})` };
     switch (outcome.status) {
