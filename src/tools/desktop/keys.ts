@@ -48,6 +48,7 @@ const NAMED: Record<string, string> = {
 };
 
 const MAX_KEYS = 5;
+const MODIFIERS = new Set(['LeftControl', 'LeftShift', 'LeftAlt', 'LeftSuper']);
 
 /** One key name → its nut.js `Key` name, or null when unknown. */
 export function keyName(name: string): string | null {
@@ -70,5 +71,8 @@ export function parseCombo(combo: string): { ok: true; keys: string[] } | { ok: 
     if (keys.includes(key)) return { ok: false, problem: `"${part.trim()}" is given twice` };
     keys.push(key);
   }
+  // nut.js presses the last key with the others held as modifiers (and drops a non-modifier there).
+  const held = keys.slice(0, -1).find((k) => !MODIFIERS.has(k));
+  if (held !== undefined) return { ok: false, problem: `only the last key of "${combo}" may be other than ctrl, shift, alt or super` };
   return { ok: true, keys };
 }
