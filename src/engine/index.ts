@@ -1,5 +1,6 @@
 /** The engine's public surface. Other layers import from here. */
 export * from './types.js';
+export * from './actors.js';
 export * from './errors.js';
 export * from './states.js';
 export * from './bus.js';

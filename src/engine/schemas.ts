@@ -4,7 +4,7 @@
  */
 import { z } from 'zod';
 import { EngineError } from './errors.js';
-import { type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';
+import { ACTOR_ROLES, type Actor, type ActorRole, type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';
 
 export const LIMITS = {
   titleChars: 500,
@@ -41,7 +41,7 @@ export const card = z
   .record(z.string(), z.unknown(), 'must be a JSON object')
   .refine((c) => byteLength(c) <= LIMITS.cardBytes, `at most ${LIMITS.cardBytes} bytes of JSON`);
 
-export const actor = z.strictObject({ id: name, role: z.enum(['agent', 'operator', 'system']) });
+export const actor = z.strictObject({ id: name, role: z.enum(ACTOR_ROLES) });
 
 const createFields = {
   title: z
@@ -131,7 +131,7 @@ export function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T 
 const CONTROL = /[\u0000-\u001f\u007f]/;
 const TOKEN = /^[A-Za-z0-9_.:-]{1,64}$/;
 const STATES: ReadonlySet<unknown> = new Set(TASK_STATES);
-const ROLES: ReadonlySet<unknown> = new Set(['agent', 'operator', 'system']);
+const ROLES: ReadonlySet<unknown> = new Set(ACTOR_ROLES);
 
 type Plain = Record<string, unknown>;
 function isPlain(v: unknown): v is Plain {
@@ -150,11 +150,11 @@ function isTokenList(v: unknown): v is string[] {
   return true;
 }
 
-function quickActor(v: unknown): { id: string; role: 'agent' | 'operator' | 'system' } | undefined {
+function quickActor(v: unknown): Actor | undefined {
   if (!isPlain(v)) return undefined;
   const keys = Object.keys(v);
   if (keys.length !== 2 || !isName(v.id) || !ROLES.has(v.role)) return undefined;
-  return { id: v.id, role: v.role as 'agent' | 'operator' | 'system' };
+  return { id: v.id, role: v.role as ActorRole };
 }
 
 function quickClaimInput(v: unknown): ClaimInput | undefined {

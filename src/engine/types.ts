@@ -32,17 +32,15 @@ export type TaskState = (typeof TASK_STATES)[number];
 
 export const TERMINAL_STATES: ReadonlySet<TaskState> = new Set(['completed', 'failed', 'cancelled']);
 
-export type ActorRole = 'agent' | 'operator' | 'system';
+export const ACTOR_ROLES = ['agent', 'operator', 'reviewer', 'system'] as const;
+export type ActorRole = (typeof ACTOR_ROLES)[number];
 
-/** Who makes a change. The engine's actor rules (states.ts) are decided on this. */
+/** Who makes a change, as (id, role): every rule compares both (see actors.ts). */
 export interface Actor {
   /** An agent's name, an operator's name, or a system component (`sweeper`, `acceptance`). */
   id: string;
   role: ActorRole;
 }
-
-export const OPERATOR: Actor = Object.freeze({ id: 'operator', role: 'operator' });
-export const SWEEPER: Actor = Object.freeze({ id: 'sweeper', role: 'system' });
 
 export type Card = Record<string, unknown>;
 
