@@ -49,7 +49,7 @@ export function registerScheduleCommands(program: Command, run: Run): void {
     .action(async (id: string, _o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const n = integer(id, 'schedule id');
-        await createSqliteScheduleStore(ctx.manager().store as SqliteTaskStore).removeSchedule(n);
+        await createSqliteScheduleStore(ctx.manager().store as SqliteTaskStore).removeSchedule(n, ctx.actor);
         ctx.out({ removed: n }, () => `removed schedule ${n}`);
       }),
     );

@@ -24,6 +24,7 @@ export const SYSTEM_ACTOR_NAMES = [
   'loop',
   'scheduler',
   'retention',
+  'breaker',
 ] as const;
 export type SystemActorName = (typeof SYSTEM_ACTOR_NAMES)[number];
 
@@ -50,9 +51,11 @@ export const RESERVED_NAMES: ReadonlySet<string> = new Set<string>([
   ...SYSTEM_ACTOR_NAMES,
 ]);
 
+const PLAIN_ASCII = /^[\x21-\x7e]*$/;
+
 /** The form a name is compared in: case, width and surrounding spaces do not make a new name. */
 function normalized(name: string): string {
-  return name.normalize('NFKC').trim().toLowerCase();
+  return PLAIN_ASCII.test(name) ? name.toLowerCase() : name.normalize('NFKC').trim().toLowerCase();
 }
 
 export function isReservedName(name: string): boolean {
@@ -74,9 +77,23 @@ export function assertBindableName(name: string, where: string): string {
   return name;
 }
 
+/**
+ * Refuses an agent or reviewer that bears a reserved name, wherever an actor enters the
+ * engine (TaskManager checks every actor it is given; surfaces check where they bind one).
+ */
+export function assertActorName(actor: Actor, where: string): Actor {
+  if (actor.role === 'agent' || actor.role === 'reviewer') assertBindableName(actor.id, where);
+  return actor;
+}
+
 /** The same actor: same id and same role. */
 export function sameActor(a: Actor, b: Actor): boolean {
   return a.id === b.id && a.role === b.role;
+}
+
+/** The agent of a claim (already bound and checked where it entered). */
+export function asAgent(id: string): Actor {
+  return { id, role: 'agent' };
 }
 
 /** An agent identity, checked against the reserved names. */

@@ -1,6 +1,7 @@
 /** The engine's public surface. Other layers import from here. */
 export * from './types.js';
 export * from './actors.js';
+export * from './authority.js';
 export * from './errors.js';
 export * from './states.js';
 export * from './bus.js';

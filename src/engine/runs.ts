@@ -4,6 +4,7 @@
  * it after its last finished step) and ends with exactly one result envelope. Every write
  * here is fenced by the task's current claim token.
  */
+import type { SystemActorName } from './actors.js';
 import type { TaskState } from './types.js';
 
 export const RUN_PHASES = [
@@ -158,7 +159,7 @@ export interface TaskMove {
   to: TaskState;
   /** `assignee` moves as the claiming agent (fenced); `system` as the named component. */
   by: 'assignee' | 'system';
-  systemActor?: string;
+  systemActor?: SystemActorName;
   reason?: string;
 }
 

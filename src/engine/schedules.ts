@@ -4,7 +4,7 @@
  * the fire time is the task's idempotency key and the schedule's cursor moves in the same
  * transaction.
  */
-import type { ActorRole, Card } from './types.js';
+import type { Actor, ActorRole, Card } from './types.js';
 
 export type CatchUp = 'skip' | 'one' | 'all';
 
@@ -43,7 +43,7 @@ export interface FireResult {
 export interface ScheduleStore {
   addSchedule(input: AddScheduleInput, creator: { id: string; role: ActorRole }): Promise<Schedule>;
   listSchedules(): Promise<Schedule[]>;
-  removeSchedule(id: number): Promise<void>;
+  removeSchedule(id: number, actor: Actor): Promise<void>;
   /**
    * Creates one task per fire time (ascending) not yet handled, honouring overlap, and moves
    * the schedule's cursor to `advanceTo`. Safe to call from many daemons at once.

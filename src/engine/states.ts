@@ -1,9 +1,14 @@
 /**
  * The task state machine: the only place that knows which moves exist and who may make
- * them. Pure: no I/O, no clock. Every store adapter calls `checkMove` inside its write
- * transaction, so a refused move writes nothing.
+ * them. Pure: no I/O, no clock.
+ *
+ * How "nothing writes `state` beside it" is guaranteed: in the SQLite adapter a task's state
+ * is written by exactly two statements families — the claim's (claim.ts, which asks
+ * `checkClaim`) and the move's (moves.ts, whose `stage` asks `checkMove` for every move,
+ * system moves included: sweeps, approvals, controls, releases, run endings, cascades).
+ * test/engine/authority.test.ts fails if any other adapter file assigns tasks.state.
  */
-import type { Actor, TaskState } from './types.js';
+import type { Actor, ActorRole, TaskState } from './types.js';
 import { TASK_STATES, TERMINAL_STATES } from './types.js';
 import type { ErrorCode } from './errors.js';
 
@@ -13,12 +18,13 @@ import type { ErrorCode } from './errors.js';
  * - `assignee`: the agent holding the claim (fenced by its claim token).
  * - `creator`: whoever created the task.
  * - `operator`: a human operator (the CLI's default identity).
+ * - `reviewer`: a person who decides reviews (and approvals), nothing else.
  * - `system`: the engine itself: stale sweep, acceptance runner, restart policy, approvals.
  */
-export type Mover = 'claimer' | 'assignee' | 'creator' | 'operator' | 'system';
+export type Mover = 'claimer' | 'assignee' | 'creator' | 'operator' | 'reviewer' | 'system';
 
 const CANCEL: readonly Mover[] = ['creator', 'operator', 'system'];
-const VERDICT: readonly Mover[] = ['creator', 'operator', 'system'];
+const VERDICT: readonly Mover[] = ['creator', 'operator', 'reviewer', 'system'];
 
 /**
  * DESIGN §3. Two moves are added for the stale sweep only: `claimed → failed` and
@@ -50,6 +56,9 @@ export interface MoveSubject {
   id: number;
   state: TaskState;
   creator: string;
+  /** The creator is (creator, creatorRole): an agent named like an operator is not one. */
+  creatorRole: ActorRole;
+  /** Always an agent: only agents claim. */
   assignee: string | null;
 }
 
@@ -68,7 +77,7 @@ export function allowedTargets(from: TaskState): TaskState[] {
 }
 
 /** True when the actor is the task's assignee, so its writes must carry the claim token. */
-export function isAssignee(task: MoveSubject, actor: Actor): boolean {
+export function isAssignee(task: { assignee: string | null }, actor: Actor): boolean {
   return actor.role === 'agent' && task.assignee !== null && actor.id === task.assignee;
 }
 
@@ -84,9 +93,11 @@ function fits(mover: Mover, task: MoveSubject, actor: Actor): boolean {
     case 'assignee':
       return isAssignee(task, actor);
     case 'creator':
-      return actor.id === task.creator && actor.role !== 'system';
+      return actor.id === task.creator && actor.role === task.creatorRole && actor.role !== 'system';
     case 'operator':
       return actor.role === 'operator';
+    case 'reviewer':
+      return actor.role === 'reviewer';
     case 'system':
       return actor.role === 'system';
   }
@@ -109,7 +120,7 @@ export function checkMove(task: MoveSubject, to: TaskState, actor: Actor): MoveV
     return { ok: false, code: 'INVALID_TRANSITION', message: `task ${task.id}: use claim to move a task to claimed` };
   }
   // Completion is someone else's verdict: the assignee never decides a review, even as creator.
-  if (task.state === 'review' && actor.role !== 'system' && task.assignee !== null && actor.id === task.assignee) {
+  if (task.state === 'review' && isAssignee(task, actor)) {
     return {
       ok: false,
       code: 'FORBIDDEN',
@@ -122,6 +133,18 @@ export function checkMove(task: MoveSubject, to: TaskState, actor: Actor): MoveV
       code: 'FORBIDDEN',
       message: `task ${task.id}: ${actor.role} ${actor.id} may not move it from ${task.state} to ${to} (allowed: ${movers.join(', ')})`,
     };
+  }
+  return { ok: true };
+}
+
+/** Decides whether `actor` may claim `task` (the one move `checkMove` leaves to the claim). */
+export function checkClaim(task: MoveSubject, actor: Actor): MoveVerdict {
+  if (task.state !== 'pending') {
+    return { ok: false, code: 'INVALID_TRANSITION', message: `task ${task.id} is ${task.state}; only a pending task can be claimed` };
+  }
+  const movers = TRANSITIONS.pending.claimed ?? [];
+  if (!movers.some((m) => fits(m, task, actor))) {
+    return { ok: false, code: 'FORBIDDEN', message: `task ${task.id}: ${actor.role} ${actor.id} may not claim it (only agents claim)` };
   }
   return { ok: true };
 }

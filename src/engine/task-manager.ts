@@ -3,6 +3,9 @@
  * (schemas.ts), delegates the decision and the write to the store (one transaction each),
  * and publishes the committed events on the in-process bus.
  */
+import { assertActorName, assertBindableName } from './actors.js';
+import { checkCardAuthor } from './authority.js';
+import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
 import * as S from './schemas.js';
 import type { TaskStore } from './store.js';
@@ -52,6 +55,16 @@ export interface TaskManagerOptions {
   sweepGraceMs?: number;
 }
 
+/** Refuses, before anything is written, a card whose powers its author may not use. */
+function checkAuthors(inputs: ReadonlyArray<{ card?: unknown }>, creator: Actor): Actor {
+  for (const input of inputs) {
+    if (input.card === undefined) continue;
+    const verdict = checkCardAuthor(input.card, creator);
+    if (!verdict.ok) throw new EngineError(verdict.code, verdict.message);
+  }
+  return creator;
+}
+
 export function createTaskManager(opts: TaskManagerOptions): TaskManager {
   const { store } = opts;
   const bus = opts.bus ?? createEventBus();
@@ -65,31 +78,42 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
     bus,
     async createTask(input, creator) {
       const parsed = S.parse(S.createTaskInput, input, 'create');
-      const [result] = publish(await store.createTasks([parsed], S.parse(S.actor, creator, 'creator')));
+      const who = checkAuthors([parsed], assertActorName(S.parse(S.actor, creator, 'creator'), 'creator'));
+      const [result] = publish(await store.createTasks([parsed], who));
       return result!;
     },
     async createTasks(inputs, creator) {
       const parsed = S.parse(S.batchInput, inputs, 'create batch');
-      return publish(await store.createTasks(parsed, S.parse(S.actor, creator, 'creator')));
+      return publish(await store.createTasks(parsed, checkAuthors(parsed, assertActorName(S.parse(S.actor, creator, 'creator'), 'creator'))));
     },
     claimTask(input) {
       // Not async (one promise less per call on the hot path), but it still only rejects.
       try {
-        return store.claim(S.parseClaimInput(input)).then(publish);
+        const parsed = S.parseClaimInput(input);
+        assertBindableName(parsed.agent, 'claim');
+        return store.claim(parsed).then(publish);
       } catch (err) {
         return Promise.reject(err);
       }
     },
-    heartbeat: async (input) => store.heartbeat(S.parse(S.heartbeatInput, input, 'heartbeat')),
+    heartbeat: async (input) => {
+      const parsed = S.parse(S.heartbeatInput, input, 'heartbeat');
+      assertBindableName(parsed.agent, 'heartbeat');
+      return store.heartbeat(parsed);
+    },
     transitionTask(input) {
       try {
-        return store.transition(S.parseTransitionInput(input)).then(publish);
+        const parsed = S.parseTransitionInput(input);
+        assertActorName(parsed.actor, 'transition');
+        for (const step of parsed.then ?? []) assertActorName(step.actor, 'transition');
+        return store.transition(parsed).then(publish);
       } catch (err) {
         return Promise.reject(err);
       }
     },
     async cancelTask(input) {
       const parsed = S.parse(S.transitionInput, { ...input, to: 'cancelled' }, 'cancel') as TransitionInput;
+      assertActorName(parsed.actor, 'cancel');
       return publish(await store.transition(parsed));
     },
     getTask: async (id) => store.getTask(S.parse(S.taskId, id, 'task id'), true),

@@ -78,6 +78,8 @@ export interface TaskEvent {
   taskId: number | null;
   type: string;
   actor: string;
+  /** The actor's role: an agent named `operator` is still an agent in the log. */
+  actorRole: ActorRole;
   data: Record<string, unknown>;
   createdAt: number;
 }

@@ -36,6 +36,7 @@ export interface WireEvent {
   task_id: number | null;
   type: string;
   actor: string;
+  actor_role: string;
   data: Record<string, unknown>;
   created_at: string | null;
 }
@@ -72,6 +73,7 @@ export function toWireEvent(event: TaskEvent): WireEvent {
     task_id: event.taskId,
     type: event.type,
     actor: event.actor,
+    actor_role: event.actorRole,
     data: event.data,
     created_at: iso(event.createdAt),
   };

@@ -1,18 +1,30 @@
 /**
- * The gate every proposed tool call passes before it runs, in order (DESIGN §5):
- * allowlist → argument schema → the tool's own admission check (e.g. launch_app's
- * allowlist) → scope → write budget → breaker → tool_before hooks.
- * (Approval follows in the loop.) It fails closed: a check that cannot be made denies.
+ * The gate: one ordered chain every tool call a planner proposes passes before it runs,
+ * a fresh call and an approved call resumed after its wait alike (DESIGN §5):
+ *
+ *   allowlist → arguments → scope → budget → breaker → hooks → approval
+ *
+ * Each link is middleware-shaped, `(call, next) => verdict`, composed as hono's `compose`
+ * is: a link refuses by returning without calling `next`, and calling `next` twice is a bug
+ * that fails the call. It fails closed: a check that cannot be made (a breaker table that
+ * cannot be read, a hook that throws or times out) denies.
+ *
+ * The approval link is last, so the call it freezes (or checks against a grant) is the
+ * call as it would run, after the hooks' rewrites. A call that needs an approval parks
+ * unless it carries a granted one whose fingerprint is exactly this call's.
  */
-import { type Budget, type BreakerPolicy, type RunStore, type TaskCard, type Usage, isEngineError } from '../engine/index.js';
+import { type Approval, type Budget, type BreakerPolicy, type RunStore, type TaskCard, type Usage, isEngineError } from '../engine/index.js';
 import type { HookRegistry, ToolCallContext } from '../plugins/hooks.js';
 import type { Tool, ToolRegistry } from '../tools/registry.js';
 import { writeAllowed } from './budget.js';
+import { fingerprint } from './loop-context.js';
 
 export type GateVerdict =
-  | { ok: true; tool: Tool; args: Record<string, unknown>; probe: boolean }
-  /** `end` set: the refusal ends the run (a tripped breaker, a spent write budget). */
-  | { ok: false; reason: string; end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } };
+  | { kind: 'run'; tool: Tool; args: Record<string, unknown>; probe: boolean }
+  /** `end` set: the refusal ends the run (a tripped breaker, a spent budget). */
+  | { kind: 'refuse'; link: GateLink | 'gate'; reason: string; end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } }
+  /** The call needs a person's approval: freeze exactly this call. */
+  | { kind: 'park'; tool: Tool; args: Record<string, unknown>; fingerprint: string };
 
 export interface GateInput {
   card: TaskCard;
@@ -28,60 +40,142 @@ export interface GateInput {
   planRefusal?: string | null;
   /** What the hooks see of the call besides the tool and its arguments. */
   call: Omit<ToolCallContext, 'tool' | 'kind' | 'risk' | 'args'>;
+  /** A granted approval this call claims to be (a resumed, approved call). */
+  approval?: Approval;
 }
 
-export async function gate(input: GateInput): Promise<GateVerdict> {
-  const { card, toolName } = input;
-  if (!card.allowed_tools.includes(toolName)) {
-    return { ok: false, reason: `${toolName} is not in the card's allowed_tools (${card.allowed_tools.join(', ')})` };
-  }
-  if (input.planRefusal !== undefined && input.planRefusal !== null) return { ok: false, reason: input.planRefusal };
-  const tool = input.tools.get(toolName);
-  if (tool === undefined) return { ok: false, reason: `${toolName} is not a registered tool` };
-  let args: Record<string, unknown>;
-  try {
-    args = tool.parse(input.rawArgs);
-  } catch (err) {
-    return { ok: false, reason: isEngineError(err) ? err.message : String(err) };
-  }
-  const admission = tool.admit(args, card);
-  if (admission !== null) return { ok: false, reason: admission };
-  if (tool.kind === 'write') {
-    const scopeProblem = checkScope(tool, args, card);
-    if (scopeProblem !== null) return { ok: false, reason: scopeProblem };
-    if (!writeAllowed(input.budget, input.usage)) {
-      return { ok: false, reason: `the write budget of ${input.budget.maxWriteCalls} calls is spent`, end: { phase: 'budget_exhausted', stopReason: 'max_write_calls' } };
+/** A call as it moves down the chain: the links fill in the tool and its parsed arguments. */
+interface GateCall extends GateInput {
+  tool: Tool;
+  args: Record<string, unknown>;
+  probe: boolean;
+}
+
+export const GATE_LINKS = ['allowlist', 'arguments', 'scope', 'budget', 'breaker', 'hooks', 'approval'] as const;
+export type GateLink = (typeof GATE_LINKS)[number];
+
+type Next = () => Promise<GateVerdict>;
+type Link = (c: GateCall, next: Next) => Promise<GateVerdict> | GateVerdict;
+
+const refuse = (link: GateLink | 'gate', reason: string, end?: Extract<GateVerdict, { kind: 'refuse' }>['end']): GateVerdict => ({ kind: 'refuse', link, reason, end });
+const message = (err: unknown): string => (isEngineError(err) || err instanceof Error ? err.message : String(err));
+
+/** Whether a call of this tool waits for a person: high-risk tools always, and what the card lists. */
+export function needsApproval(tool: Tool, card: TaskCard): boolean {
+  return tool.risk === 'high' || (card.approval?.tools ?? []).includes(tool.name);
+}
+
+const LINKS: Record<GateLink, Link> = {
+  allowlist(c, next) {
+    if (!c.card.allowed_tools.includes(c.toolName)) {
+      return refuse('allowlist', `${c.toolName} is not in the card's allowed_tools (${c.card.allowed_tools.join(', ')})`);
     }
-  }
-  let verdict;
-  try {
-    verdict = await input.runs.breakerAcquire(toolName, input.breakerPolicy);
-  } catch (err) {
-    return { ok: false, reason: `the breaker of ${toolName} cannot be read (${String(err)}); denied`, end: { phase: 'failed', stopReason: 'breaker' } };
-  }
-  if (!verdict.allowed) {
-    return { ok: false, reason: `tool ${toolName} is tripped (breaker ${verdict.state}); the run ends`, end: { phase: 'failed', stopReason: 'breaker' } };
-  }
-  const hooked = await input.hooks.toolBefore({ ...input.call, tool: tool.name, kind: tool.kind, risk: tool.risk, args });
-  if (!hooked.ok) return { ok: false, reason: hooked.reason };
-  // A hook may rewrite the arguments; the rewrite passes the same schema and scope checks.
-  if (hooked.args !== args) {
+    if (c.planRefusal !== undefined && c.planRefusal !== null) return refuse('allowlist', c.planRefusal);
+    const tool = c.tools.get(c.toolName);
+    if (tool === undefined) return refuse('allowlist', `${c.toolName} is not a registered tool`);
+    c.tool = tool;
+    return next();
+  },
+  arguments(c, next) {
     try {
-      args = tool.parse(hooked.args);
+      c.args = c.tool.parse(c.rawArgs);
     } catch (err) {
-      return { ok: false, reason: `a tool_before hook rewrote the arguments into invalid ones: ${isEngineError(err) ? err.message : String(err)}` };
+      return refuse('arguments', message(err));
     }
-    const scopeProblem = tool.admit(args, card) ?? (tool.kind === 'write' ? checkScope(tool, args, card) : null);
-    if (scopeProblem !== null) return { ok: false, reason: `a tool_before hook rewrote the arguments out of scope: ${scopeProblem}` };
+    return next();
+  },
+  scope(c, next) {
+    const problem = admitted(c.tool, c.args, c.card);
+    return problem === null ? next() : refuse('scope', problem);
+  },
+  budget(c, next) {
+    if (c.tool.kind === 'write' && !writeAllowed(c.budget, c.usage)) {
+      return refuse('budget', `the write budget of ${c.budget.maxWriteCalls} calls is spent`, { phase: 'budget_exhausted', stopReason: 'max_write_calls' });
+    }
+    return next();
+  },
+  async breaker(c, next) {
+    let verdict;
+    try {
+      verdict = await c.runs.breakerAcquire(c.tool.name, c.breakerPolicy);
+    } catch (err) {
+      return refuse('breaker', `the breaker of ${c.tool.name} cannot be read (${message(err)}); denied`, { phase: 'failed', stopReason: 'breaker' });
+    }
+    if (!verdict.allowed) return refuse('breaker', `tool ${c.tool.name} is tripped (breaker ${verdict.state}); the run ends`, { phase: 'failed', stopReason: 'breaker' });
+    c.probe = verdict.probe;
+    return next();
+  },
+  async hooks(c, next) {
+    const hooked = await c.hooks.toolBefore({ ...c.call, tool: c.tool.name, kind: c.tool.kind, risk: c.tool.risk, args: c.args });
+    if (!hooked.ok) return refuse('hooks', hooked.reason);
+    if (hooked.args !== c.args) {
+      // A rewrite passes the same schema and scope checks as the planner's arguments.
+      try {
+        c.args = c.tool.parse(hooked.args);
+      } catch (err) {
+        return refuse('hooks', `a tool_before hook rewrote the arguments into invalid ones: ${message(err)}`);
+      }
+      const problem = admitted(c.tool, c.args, c.card);
+      if (problem !== null) return refuse('hooks', `a tool_before hook rewrote the arguments out of scope: ${problem}`);
+    }
+    return next();
+  },
+  approval(c, next) {
+    const print = fingerprint(c.call.taskId, c.tool.name, c.args);
+    if (c.approval !== undefined) {
+      // Checked at execution: the call that runs is exactly the call a person approved.
+      if (c.approval.state !== 'approved') return refuse('approval', `approval ${c.approval.id} is ${c.approval.state}, not approved`);
+      if (c.approval.tool !== c.tool.name || c.approval.fingerprint !== print) {
+        return refuse('approval', `the call does not match approval ${c.approval.id}: a changed call needs an approval of its own`);
+      }
+      return next();
+    }
+    if (!needsApproval(c.tool, c.card)) return next();
+    if (c.budget.maxPending !== null && c.usage.pending >= c.budget.maxPending) {
+      return refuse('approval', `the budget of ${c.budget.maxPending} pending approvals is spent`, { phase: 'budget_exhausted', stopReason: 'max_pending' });
+    }
+    return { kind: 'park', tool: c.tool, args: c.args, fingerprint: print };
+  },
+};
+
+/** Composes links into one chain (hono's compose): each runs at most once, in order. */
+function compose(links: readonly Link[], last: (c: GateCall) => GateVerdict): (c: GateCall) => Promise<GateVerdict> {
+  return (c) => {
+    let index = -1;
+    const dispatch = async (i: number): Promise<GateVerdict> => {
+      if (i <= index) throw new Error('gate: next() called twice in one link');
+      index = i;
+      const link = links[i];
+      return link === undefined ? last(c) : link(c, () => dispatch(i + 1));
+    };
+    return dispatch(0);
+  };
+}
+
+const chain = compose(
+  GATE_LINKS.map((name) => LINKS[name]),
+  (c) => ({ kind: 'run', tool: c.tool, args: c.args, probe: c.probe }),
+);
+
+export async function gate(input: GateInput): Promise<GateVerdict> {
+  try {
+    // tool and args are set by the allowlist and arguments links before any later link reads them.
+    return await chain({ ...input, tool: undefined as unknown as Tool, args: {}, probe: false });
+  } catch (err) {
+    return refuse('gate', `the gate failed (${message(err)}); denied`);
   }
-  return { ok: true, tool, args, probe: verdict.probe };
+}
+
+/** The tool's own admission check (e.g. launch_app's allowlist), then the card's scope for a write. */
+function admitted(tool: Tool, args: Record<string, unknown>, card: TaskCard): string | null {
+  return tool.admit(args, card) ?? (tool.kind === 'write' ? checkScope(tool, args, card) : null);
 }
 
 /** A write tool's target must be listed under its scope key in the card. */
 export function checkScope(tool: Tool, args: Record<string, unknown>, card: TaskCard): string | null {
   if (tool.target === null) return null;
   const target = args[tool.target.arg];
-  const allowed = card.scope[tool.target.scope];
+  const allowed = Object.hasOwn(card.scope, tool.target.scope) ? card.scope[tool.target.scope] : undefined;
   if (allowed === undefined) return `${tool.name} writes ${tool.target.arg}, but the card has no scope.${tool.target.scope}`;
   if (typeof target !== 'string' || !allowed.includes(target)) {
     return `${tool.name}: ${tool.target.arg} ${JSON.stringify(target)} is outside scope.${tool.target.scope} (${allowed.join(', ')})`;

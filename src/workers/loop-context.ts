@@ -43,8 +43,6 @@ export interface LoopContext {
   now(): number;
   /** True once the host is shutting down: the run is released at the next step boundary. */
   draining?(): boolean;
-  /** Whether command checks may run: the card came from an operator. @defaultValue false */
-  allowCommands?: boolean;
   /** Plugins' hooks. @defaultValue none */
   hooks?: HookRegistry;
 }

@@ -6,10 +6,11 @@
  * unknown: the run waits for input). A call parked on an approval does what the decision says.
  */
 import { randomUUID } from 'node:crypto';
-import type { BreakerPolicy, Fence, FinalPhase, RunStore, Step, TaskCard } from '../engine/index.js';
+import type { Approval, BreakerPolicy, Fence, FinalPhase, RunStore, Step, TaskCard } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { AcceptanceReport } from './acceptance.js';
 import type { ExecOutcome } from './execute.js';
+import type { GateVerdict } from './gate.js';
 import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
 import type { RunResult, TaskLoopEvent } from './loop.js';
 
@@ -31,6 +32,8 @@ export interface ResumeScope {
   /** The refusals the planner hears at its next decision (appended to). */
   rejections: Array<{ tool: string; reason: string }>;
   exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
+  /** The one gate (gate.ts), which an approved call passes again before it runs. */
+  gate(tool: string, rawArgs: unknown, approval?: Approval): Promise<GateVerdict>;
   settle: Settle;
   finish(phase: FinalPhase, stopReason: string, extra?: { message?: string; acceptance?: AcceptanceReport }): Promise<{ event: TaskLoopEvent; result: RunResult }>;
   stopped(): boolean;
@@ -73,9 +76,24 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
     const tool = s.tools.get(parked.tool ?? '');
     if (approval !== undefined) s.state.trace.pendingIds.push(`approval-${approval.id}`);
     if (approval?.state === 'approved' && tool !== undefined) {
+      // An approved call passes the whole gate again — the breaker may have opened and the
+      // hooks may refuse since it was frozen — and must be exactly the approved call.
+      const verdict = await s.gate(tool.name, approval.args, approval);
+      if (verdict.kind !== 'run') {
+        const reason = verdict.kind === 'refuse' ? verdict.reason : `approval ${approval.id} does not cover this call`;
+        const refused = yield* s.settle(parked, 'rejected', { error: reason, durationMs: 0 });
+        recordAction(s.state, refused, tool.kind === 'write');
+        s.rejections.push({ tool: tool.name, reason });
+        if (verdict.kind === 'refuse' && verdict.end !== undefined) {
+          const fin = await s.finish(verdict.end.phase, verdict.end.stopReason, { message: reason });
+          yield fin.event;
+          return fin.result;
+        }
+        continue;
+      }
       await s.runs.useApproval(s.fence, approval.id);
       if (tool.kind === 'write') s.state.usage.writeCalls++;
-      const out = await s.exec(tool.name, approval.args, parked.idempotencyKey ?? randomUUID());
+      const out = await s.exec(tool.name, verdict.args, parked.idempotencyKey ?? randomUUID());
       if (!(!out.ok && out.aborted)) await s.runs.breakerRecord(tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
       if (out.ok) s.state.usage.consecutiveFailures = 0;
       else s.state.usage.consecutiveFailures++;

@@ -6,11 +6,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  type Approval,
   type ControlState,
   type FinalPhase,
   type Step,
   type TaskCard,
   type TaskMove,
+  checkCardAuthor,
   isEngineError,
   parseDuration,
 } from '../engine/index.js';
@@ -23,7 +25,7 @@ import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
-import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout, fingerprint, movesFor } from './loop-context.js';
+import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout, movesFor } from './loop-context.js';
 import { createDetectors } from './detectors.js';
 import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
@@ -80,6 +82,15 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
 
   if (card === undefined) {
     const fin = await finish('rejected', 'invalid_card', { message: `invalid card: ${checked.ok ? '' : checked.problems.join('; ')}` });
+    yield fin.event;
+    return fin.result;
+  }
+
+  // Defence in depth: powers on a card that no operator wrote were refused at creation; a
+  // task written past TaskManager is refused again here, before any step.
+  const author = checkCardAuthor(ctx.task.card, { role: ctx.task.creatorRole, id: ctx.task.creator });
+  if (!author.ok) {
+    const fin = await finish('rejected', 'forbidden_card', { message: `${author.code}: ${author.message}` });
     yield fin.event;
     return fin.result;
   }
@@ -151,6 +162,22 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     yield { type: 'step_finished', step: finished };
     return finished;
   }
+  /** Every call a planner proposed passes the one gate (gate.ts), a resumed approved call too. */
+  const gateCall = (toolName: string, rawArgs: unknown, approval?: Approval) =>
+    gate({
+      card,
+      tools,
+      runs,
+      breakerPolicy: ctx.breakerPolicy,
+      budget: run.budget,
+      usage: state.usage,
+      toolName,
+      rawArgs,
+      planRefusal: checkPlanAction(state.plan, toolName),
+      hooks,
+      call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
+      ...(approval === undefined ? {} : { approval }),
+    });
   const failure = () => {
     state.usage.consecutiveFailures++;
     return state.usage.consecutiveFailures >= run.budget.maxFailures;
@@ -159,7 +186,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   try {
     const scope: ResumeScope = {
       state, tools, runs, fence, card, runId: run.id, breakerPolicy: ctx.breakerPolicy, rejections,
-      exec, settle, finish, stopped: () => current() === 'stopped',
+      exec, gate: gateCall, settle, finish, stopped: () => current() === 'stopped',
     };
     const early = (yield* resumeInterrupted(scope, opened.steps)) ?? (yield* resumeParked(scope, opened.steps));
     if (early !== undefined) return early;
@@ -275,7 +302,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
           card,
           tools,
           usedTools: state.trace.usedTools,
-          allowCommands: ctx.allowCommands === true,
+          allowCommands: ctx.task.creatorRole === 'operator',
           read: (tool, args) => exec(tool, args, randomUUID()),
           signal: abort.signal,
         });
@@ -303,20 +330,8 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       // gate → execute
       const key = randomUUID();
       const actionStep = yield* step('action', decision.tool, decision.args, key);
-      const verdict = await gate({
-        card,
-        tools,
-        runs,
-        breakerPolicy: ctx.breakerPolicy,
-        budget: run.budget,
-        usage: state.usage,
-        toolName: decision.tool,
-        rawArgs: decision.args,
-        planRefusal: checkPlanAction(state.plan, decision.tool),
-        hooks,
-        call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
-      });
-      if (!verdict.ok) {
+      const verdict = await gateCall(decision.tool, decision.args);
+      if (verdict.kind === 'refuse') {
         const refused = yield* settle(actionStep, 'rejected', { error: verdict.reason, durationMs: 0 });
         rejections.push({ tool: decision.tool, reason: verdict.reason });
         const detector = recordAction(state, refused, false);
@@ -329,20 +344,14 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         continue;
       }
       const write = verdict.tool.kind === 'write';
-      if (verdict.tool.risk === 'high' || (card.approval?.tools ?? []).includes(verdict.tool.name)) {
-        if (run.budget.maxPending !== null && state.usage.pending >= run.budget.maxPending) {
-          yield* settle(actionStep, 'rejected', { error: `the budget of ${run.budget.maxPending} pending approvals is spent`, durationMs: 0 });
-          const fin = await finish('budget_exhausted', 'max_pending');
-          yield fin.event;
-          return fin.result;
-        }
+      if (verdict.kind === 'park') {
         state.usage.pending++;
         const approval = await runs.parkForApproval(fence, {
           runId: run.id,
           stepId: actionStep.id,
           tool: verdict.tool.name,
           args: verdict.args,
-          fingerprint: fingerprint(fence.taskId, verdict.tool.name, verdict.args),
+          fingerprint: verdict.fingerprint,
           expiresAt: card.approval?.expires_in === undefined ? null : ctx.now() + parseDuration(card.approval.expires_in),
         }, state.usage);
         yield { type: 'run_paused', reason: `waiting for approval ${approval.id}` };

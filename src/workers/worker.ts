@@ -72,7 +72,6 @@ export default async function work(request: WorkerRequest): Promise<WorkerReply>
     watch: (fn) => t.store.watch(fn),
     now: Date.now,
     draining: () => draining,
-    allowCommands: claim.creatorRole === 'operator',
     hooks: t.hooks,
   });
   try {

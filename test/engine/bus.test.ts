@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { type TaskEvent, createEventBus } from '../../src/engine/index.js';
 import { freshManager, operator } from '../helpers.js';
 
-const event = (type: string): TaskEvent => ({ id: 1, taskId: 1, type, actor: 'a', data: {}, createdAt: 0 });
+const event = (type: string): TaskEvent => ({ id: 1, taskId: 1, type, actor: 'a', actorRole: 'agent', data: {}, createdAt: 0 });
 
 describe('the EventBus', () => {
   it('isolates a throwing listener: emit does not throw and the others still run', () => {

@@ -73,7 +73,7 @@ describe('the state machine', () => {
   });
 
   it('never lets the assignee decide its own review, even when it is also the creator', () => {
-    const subject = { id: 1, state: 'review' as const, creator: 'bob', assignee: 'bob' };
+    const subject = { id: 1, state: 'review' as const, creator: 'bob', creatorRole: 'agent' as const, assignee: 'bob' };
     for (const to of ['completed', 'failed', 'in_progress'] as const) {
       const verdict = checkMove(subject, to, WORKER);
       expect(verdict).toMatchObject({ ok: false, code: 'FORBIDDEN' });
@@ -114,7 +114,7 @@ describe('the state machine', () => {
           const moved = await tm.transitionTask({ taskId: id, to, actor: mover, claimToken: mover === WORKER ? token : undefined });
           expect(moved.state).toBe(to);
           const events = (await tm.getTask(id)).events;
-          expect(events.at(-1)).toMatchObject({ data: { from, to }, actor: mover.id });
+          expect(events.at(-1)).toMatchObject({ data: { from, to }, actor: mover.id, actorRole: mover.role });
         }
       });
     }

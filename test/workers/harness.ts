@@ -82,7 +82,6 @@ export function loopContext(h: Harness, claim: ClaimedTask, over: Partial<LoopCo
     breakerPolicy: POLICY,
     watch: (fn) => h.tm.store.watch(fn),
     now: Date.now,
-    allowCommands: true,
     ...over,
   };
 }

@@ -56,14 +56,10 @@ describe('how a run ends', () => {
     expect((await h.tm.getTask(claim.id)).state).toBe('review');
   });
 
-  it('a command check runs only on an operator’s card', async () => {
+  it('a command check runs on an operator’s card', async () => {
     const h = harness();
     const c = card({ acceptance: { checks: [{ id: 'cmd', command: [process.execPath, '-e', 'process.exit(0)'] }] } });
     expect((await runCard(h, c)).result.phase).toBe('completed');
-    const h2 = harness();
-    const refused = await runCard(h2, c, { allowCommands: false });
-    expect(refused.result).toMatchObject({ phase: 'failed', stopReason: 'acceptance_failed' });
-    expect(JSON.stringify(refused.result.envelope!.acceptance)).toContain('command checks run only on cards an operator created');
   });
 
   it('the same call against the same state three times is a loop: blocked / loop_detected (repeat)', async () => {

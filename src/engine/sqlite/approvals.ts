@@ -1,5 +1,7 @@
 /** Approvals in SQLite: parking a run on one, deciding it, expiring it, using it once. */
 import type { Approval, DecideInput, ParkInput } from '../approvals.js';
+import { asAgent, systemActor } from '../actors.js';
+import { mayDecideApproval } from '../authority.js';
 import { EngineError } from '../errors.js';
 import type { Fence, Usage } from '../runs.js';
 import type { TaskEvent } from '../types.js';
@@ -74,7 +76,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
   const requeue = (taskId: number, reason: string, now: number, events: TaskEvent[]) => {
     const task = getRow(taskId);
     if (task === undefined || task.state !== 'waiting') return;
-    apply(task, { to: 'pending', actor: 'approval', reason }, now, events);
+    apply(task, { to: 'pending', actor: systemActor('approval'), reason }, now, events);
     // Waiting for a person is not a failed attempt: the claim that resumes the run must not
     // use up one of the task's max_attempts.
     giveBackAttempt.run(taskId);
@@ -101,16 +103,16 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       })!;
       parkStep.run(input.stepId);
       parkRun.run(JSON.stringify(usage), input.runId);
-      events.push(writer.append(f.taskId, 'approval.requested', f.agent, { approval_id: row.id, run_id: input.runId, tool: input.tool, args: input.args, expires_at: input.expiresAt === null ? null : new Date(input.expiresAt).toISOString() }, now));
-      events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: input.runId, reason: `waiting for approval ${row.id}` }, now));
-      apply(task, { to: 'waiting', actor: f.agent, reason: `approval ${row.id} of ${input.tool}` }, now, events);
+      events.push(writer.append(f.taskId, 'approval.requested', asAgent(f.agent), { approval_id: row.id, run_id: input.runId, tool: input.tool, args: input.args, expires_at: input.expiresAt === null ? null : new Date(input.expiresAt).toISOString() }, now));
+      events.push(writer.append(f.taskId, 'run.paused', asAgent(f.agent), { run_id: input.runId, reason: `waiting for approval ${row.id}` }, now));
+      apply(task, { to: 'waiting', actor: asAgent(f.agent), reason: `approval ${row.id} of ${input.tool}` }, now, events);
       return toApproval(row);
     },
     repark(fence, f, approval, now, events) {
       const task = fence(f);
       db.prepare("UPDATE runs SET phase = 'waiting_approval' WHERE id = ?").run(approval.runId);
-      events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: approval.runId, reason: `still waiting for approval ${approval.id}` }, now));
-      apply(task, { to: 'waiting', actor: f.agent, reason: `approval ${approval.id} of ${approval.tool}` }, now, events);
+      events.push(writer.append(f.taskId, 'run.paused', asAgent(f.agent), { run_id: approval.runId, reason: `still waiting for approval ${approval.id}` }, now));
+      apply(task, { to: 'waiting', actor: asAgent(f.agent), reason: `approval ${approval.id} of ${approval.tool}` }, now, events);
     },
     forStep(stepId) {
       const row = byStep.get(stepId);
@@ -121,19 +123,18 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       const row = get(approvalId);
       if (row.state !== 'approved') throw new EngineError('INVALID_TRANSITION', `approval ${approvalId} is ${row.state}, not approved`, { approval_id: approvalId });
       setState.run('used', null, row.decided_at, row.decided_by, approvalId);
-      events.push(writer.append(f.taskId, 'approval.used', f.agent, { approval_id: approvalId }, now));
+      events.push(writer.append(f.taskId, 'approval.used', asAgent(f.agent), { approval_id: approvalId }, now));
     },
     decide(input, now, events) {
       const row = get(input.approvalId);
       if (row.state !== 'pending') throw new EngineError('INVALID_TRANSITION', `approval ${row.id} is already ${row.state}`, { approval_id: row.id });
       const task = getRow(row.task_id)!;
       const { actor } = input;
-      if (actor.role === 'agent' && (actor.id !== task.creator || actor.id === task.assignee)) {
-        throw new EngineError('FORBIDDEN', `approval ${row.id}: only an operator or the task's creator (never its assignee) may decide it`, { approval_id: row.id });
-      }
+      const verdict = mayDecideApproval(actor, { id: task.id, creator: task.creator, creatorRole: task.creator_role, assignee: task.assignee }, row.id);
+      if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { approval_id: row.id });
       const state = input.approve ? 'approved' : 'rejected';
       setState.run(state, input.reason ?? null, now, actor.id, row.id);
-      events.push(writer.append(row.task_id, 'approval.decided', actor.id, { approval_id: row.id, decision: state, ...(input.reason === undefined ? {} : { reason: input.reason }) }, now));
+      events.push(writer.append(row.task_id, 'approval.decided', actor, { approval_id: row.id, decision: state, ...(input.reason === undefined ? {} : { reason: input.reason }) }, now));
       requeue(row.task_id, `approval ${row.id} ${state}`, now, events);
       return toApproval(byId.get(row.id)!);
     },
@@ -141,7 +142,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       const expired: number[] = [];
       for (const row of due.all(now)) {
         setState.run('expired', 'expired before a decision', now, 'system', row.id);
-        events.push(writer.append(row.task_id, 'approval.decided', 'system', { approval_id: row.id, decision: 'expired' }, now));
+        events.push(writer.append(row.task_id, 'approval.decided', systemActor('approval'), { approval_id: row.id, decision: 'expired' }, now));
         requeue(row.task_id, `approval ${row.id} expired`, now, events);
         expired.push(row.id);
       }
@@ -151,7 +152,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       const rows = taskIds === 'all' ? unusedAll.all() : taskIds.flatMap((id) => unusedOf.all(id));
       for (const row of rows) {
         setState.run('revoked', 'revoked by stop', now, 'control', row.id);
-        events.push(writer.append(row.task_id, 'approval.decided', 'control', { approval_id: row.id, decision: 'revoked' }, now));
+        events.push(writer.append(row.task_id, 'approval.decided', systemActor('control'), { approval_id: row.id, decision: 'revoked' }, now));
       }
       return rows.length;
     },

@@ -4,9 +4,12 @@
  * is granted a probe; the probe's result closes or re-opens the breaker.
  */
 import type { BreakerPolicy, BreakerRow, BreakerState, BreakerVerdict } from '../run-store.js';
+import { systemActor } from '../actors.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import type { EventWriter } from './rows.js';
+
+const BREAKER = systemActor('breaker');
 
 interface Row {
   tool: string;
@@ -45,7 +48,7 @@ export function prepareBreakers(db: Db, writer: EventWriter): Breakers {
       const probeLost = row.state === 'half_open' && now > (row.probe_until ?? 0);
       if (!cooled && !probeLost) return { allowed: false, state: row.state, probe: false };
       put.run({ tool, state: 'half_open', failures: row.failures, opened_at: row.opened_at, probe_until: now + policy.probeTimeoutMs, now });
-      events.push(writer.append(null, 'breaker.half_opened', 'breaker', { tool }, now));
+      events.push(writer.append(null, 'breaker.half_opened', BREAKER, { tool }, now));
       return { allowed: true, state: 'half_open', probe: true };
     },
     record(tool, ok, policy, taskId, now, events) {
@@ -53,7 +56,7 @@ export function prepareBreakers(db: Db, writer: EventWriter): Breakers {
       if (ok) {
         if (row.state === 'closed' && row.failures === 0) return 'closed';
         put.run({ tool, state: 'closed', failures: 0, opened_at: null, probe_until: null, now });
-        if (row.state !== 'closed') events.push(writer.append(taskId, 'breaker.closed', 'breaker', { tool }, now));
+        if (row.state !== 'closed') events.push(writer.append(taskId, 'breaker.closed', BREAKER, { tool }, now));
         return 'closed';
       }
       const failures = row.failures + 1;
@@ -61,7 +64,7 @@ export function prepareBreakers(db: Db, writer: EventWriter): Breakers {
       // A late failure of a call let through before the breaker opened keeps its cooldown.
       const openedAt = row.state === 'open' ? row.opened_at : open ? now : null;
       put.run({ tool, state: open ? 'open' : 'closed', failures, opened_at: openedAt, probe_until: null, now });
-      if (open && row.state !== 'open') events.push(writer.append(taskId, 'breaker.opened', 'breaker', { tool, failures }, now));
+      if (open && row.state !== 'open') events.push(writer.append(taskId, 'breaker.opened', BREAKER, { tool, failures }, now));
       return open ? 'open' : row.state;
     },
     list: () => all.all().map((r) => ({ tool: r.tool, state: r.state, failures: r.failures, openedAt: r.opened_at })),

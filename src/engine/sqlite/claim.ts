@@ -1,7 +1,8 @@
 /** Claims and heartbeats: the fenced lease of a task. */
 import { randomUUID } from 'node:crypto';
 import { EngineError } from '../errors.js';
-import { isFenced } from '../states.js';
+import { asAgent } from '../actors.js';
+import { checkClaim, isFenced } from '../states.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { DEFAULT_QUEUE } from './create.js';
@@ -78,6 +79,9 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
       if (raw === undefined) return null;
       row = rowOf(raw);
     }
+    // Claims are a move too: the state machine decides who may make it (states.ts).
+    const verdict = checkClaim({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee }, asAgent(input.agent));
+    if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
     const token = randomUUID();
     const lease = input.leaseMs ?? DEFAULT_LEASE_MS;
     const leaseExpiresAt = now + lease;
@@ -95,6 +99,7 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
       taskId: row.id,
       type: 'task.claimed',
       actor: input.agent,
+      actorRole: 'agent',
       data: { from: 'pending', to: 'claimed', attempt: row.attempts, lease_expires_at: leaseExpiresAt },
       createdAt: now,
     };
@@ -104,6 +109,7 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
         taskId: row.id,
         type: 'task.transitioned',
         actor: input.agent,
+        actorRole: 'agent',
         data: { from: 'claimed', to: 'in_progress' },
         createdAt: now,
       };

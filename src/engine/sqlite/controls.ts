@@ -1,4 +1,6 @@
 /** Stop / pause / resume requests, written by any process and read by the loop each step. */
+import { systemActor } from '../actors.js';
+import { mayControl } from '../authority.js';
 import { EngineError } from '../errors.js';
 import type { ControlRequest } from '../run-store.js';
 import type { ControlState } from '../runs.js';
@@ -46,9 +48,8 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
       }
       const affected: number[] = [];
       for (const row of rows) {
-        if (actor.role === 'agent' && actor.id !== row.creator) {
-          throw new EngineError('FORBIDDEN', `task ${row.id}: only its creator or an operator may ${verb(state)} it`, { task_id: row.id });
-        }
+        const verdict = mayControl(actor, { id: row.id, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee });
+        if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
         const current = get.get(row.id)?.state ?? 'running';
         if (state === 'running') {
           if (current !== 'paused') {
@@ -56,20 +57,20 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
             throw new EngineError('INVALID_TRANSITION', `task ${row.id} is not paused (control: ${current})`, { task_id: row.id });
           }
           remove.run(row.id);
-          events.push(writer.append(row.id, 'run.resume_requested', actor.id, { reason }, now));
+          events.push(writer.append(row.id, 'run.resume_requested', actor, { reason }, now));
         } else if (state === 'paused') {
           if (current === 'stopped') continue;
           upsert.run(row.id, 'paused', reason, now);
-          events.push(writer.append(row.id, 'run.pause_requested', actor.id, { reason }, now));
+          events.push(writer.append(row.id, 'run.pause_requested', actor, { reason }, now));
         } else if (row.state === 'pending' && hasOpenRun.get(row.id) === undefined) {
           // Nothing ever ran: stopping it is cancelling it.
-          apply(row, { to: 'cancelled', actor: actor.id, reason }, now, events);
+          apply(row, { to: 'cancelled', actor, reason }, now, events);
           remove.run(row.id);
         } else {
           upsert.run(row.id, 'stopped', reason, now);
-          events.push(writer.append(row.id, 'run.stop_requested', actor.id, { reason }, now));
+          events.push(writer.append(row.id, 'run.stop_requested', actor, { reason }, now));
           // A parked run is finished by the loop: put the task back so a worker resumes it and stops.
-          if (row.state === 'waiting') apply(row, { to: 'pending', actor: 'control', reason }, now, events);
+          if (row.state === 'waiting') apply(row, { to: 'pending', actor: systemActor('control'), reason }, now, events);
         }
         affected.push(row.id);
       }

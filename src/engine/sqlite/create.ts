@@ -7,7 +7,15 @@ import { type EventWriter, type TaskRow, toTask } from './rows.js';
 export const DEFAULT_QUEUE = 'default';
 export const DEFAULT_MAX_ATTEMPTS = 3;
 
-export type CreateTasks = (inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[]) => CreateResult[];
+/**
+ * The scope of a creator's idempotency keys: its own (`role:id`), so one creator's key never
+ * matches another's task. The scheduler creates in `system:scheduler`, which no caller of
+ * the API can name (createTasks takes no scope; only the schedule store passes one).
+ */
+export const scopeOf = (creator: Actor): string => `${creator.role}:${creator.id}`;
+export const SCHEDULER_SCOPE = 'system:scheduler';
+
+export type CreateTasks = (inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope?: string) => CreateResult[];
 
 /** Refuses a batch whose refs form a cycle, naming the refs on it. */
 function checkAcyclic(inputs: BatchTaskInput[]): void {
@@ -41,13 +49,13 @@ function checkAcyclic(inputs: BatchTaskInput[]): void {
 }
 
 export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
-  const byKey = db.prepare<[string], TaskRow>('SELECT * FROM tasks WHERE idempotency_key = ?');
+  const byKey = db.prepare<[string, string], TaskRow>('SELECT * FROM tasks WHERE idempotency_scope = ? AND idempotency_key = ?');
   const stateOf = db.prepare<[number], { state: string }>('SELECT state FROM tasks WHERE id = ?');
   const insert = db.prepare(
     `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on,
-       idempotency_key, run_after, unmet_deps, created_at, updated_at, card, last_event_id)
+       idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card, last_event_id)
      VALUES (@title, 'pending', @priority, @creator, @creator_role, @max_attempts, @queue, @for_agent, @requires, @depends_on,
-       @idempotency_key, @run_after, @unmet_deps, @now, @now, @card, @last_event_id)`,
+       @idempotency_key, @idempotency_scope, @run_after, @unmet_deps, @now, @now, @card, @last_event_id)`,
   );
   // task.created starts the task's event chain (see the migration): the row points at it
   // from the start, since its id is known before it is written (max(id) + 1).
@@ -56,7 +64,7 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
   const insertDep = db.prepare('INSERT OR IGNORE INTO task_deps (task_id, depends_on) VALUES (?, ?)');
   const getRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
 
-  return (inputs, creator, now, events) => {
+  return (inputs, creator, now, events, scope = scopeOf(creator)) => {
     checkAcyclic(inputs);
     const results: CreateResult[] = [];
     const idByRef = new Map<string, number>();
@@ -67,7 +75,7 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
     const resultAt = new Map<BatchTaskInput, CreateResult>();
     for (const input of ordered) {
       if (input.idempotencyKey !== undefined) {
-        const existing = byKey.get(input.idempotencyKey);
+        const existing = byKey.get(scope, input.idempotencyKey);
         if (existing !== undefined) {
           const result = { task: toTask(existing), created: false };
           resultAt.set(input, result);
@@ -99,6 +107,7 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
         requires: (input.requires?.length ?? 0) > 0 ? JSON.stringify([...new Set(input.requires)].sort()) : null,
         depends_on: depList.length > 0 ? JSON.stringify(depList) : null,
         idempotency_key: input.idempotencyKey ?? null,
+        idempotency_scope: input.idempotencyKey === undefined ? null : scope,
         run_after: input.runAfter ?? now,
         unmet_deps: unmet,
         now,
@@ -114,6 +123,7 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
         taskId: id,
         type: 'task.created',
         actor: creator.id,
+        actorRole: creator.role,
         data: {
           title: task.title,
           to: 'pending',

@@ -225,6 +225,27 @@ export const MIGRATIONS: readonly string[] = [
     taken_at INTEGER NOT NULL
   );
   `,
+  // 6: authority (issue 10). Every event records its actor's role next to its id, so an
+  // agent named `operator` is told apart from the operator in the log; events written before
+  // this version get the role their name implied then. Idempotency keys are scoped: a key
+  // belongs to one creator (`role:id`), and the scheduler's keys to the scope
+  // `system:scheduler`, which no agent can write, so one creator's key never matches
+  // another's task.
+  `
+  ALTER TABLE task_events ADD COLUMN actor_role TEXT NOT NULL DEFAULT 'agent';
+  UPDATE task_events SET actor_role = CASE
+    WHEN actor IN ('system', 'sweeper', 'acceptance', 'approval', 'control', 'daemon', 'loop', 'scheduler', 'retention', 'breaker') THEN 'system'
+    WHEN actor = 'operator' THEN 'operator'
+    ELSE 'agent' END;
+
+  ALTER TABLE tasks ADD COLUMN idempotency_scope TEXT;
+  UPDATE tasks SET idempotency_scope = CASE
+    WHEN idempotency_key LIKE 'schedule:%' AND creator_role = 'operator' THEN 'system:scheduler'
+    ELSE creator_role || ':' || creator END
+  WHERE idempotency_key IS NOT NULL;
+  DROP INDEX tasks_by_key;
+  CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL;
+  `,
 ];
 
 export function migrate(db: Database): void {

@@ -1,16 +1,20 @@
 /**
- * Applying a move that states.ts has allowed: the row update, its event, and what the
- * move means for dependents. Shared by transitions and the stale sweep, always inside
- * the caller's transaction.
+ * Applying a move: the state machine's check, the row update, its event, and what the move
+ * means for dependents. Every move of a task's state after its claim passes here (transitions,
+ * sweeps, approvals, controls, releases, run endings, cascades), and `stage` asks
+ * `checkMove` for each one, system moves included: a move states.ts refuses throws and,
+ * since this always runs inside the caller's transaction, writes nothing.
  */
-import { isTerminal } from '../states.js';
-import type { TaskEvent, TaskState } from '../types.js';
+import { systemActor } from '../actors.js';
+import { EngineError } from '../errors.js';
+import { checkMove, isTerminal } from '../states.js';
+import type { Actor, TaskEvent, TaskState } from '../types.js';
 import type { Db } from './connection.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, rowOf } from './rows.js';
 
 export interface MoveSpec {
   to: TaskState;
-  actor: string;
+  actor: Actor;
   /** Event type; `task.transitioned` unless the move is a cancel or a sweep. */
   type?: string;
   reason?: string;
@@ -114,6 +118,8 @@ function movedRow(row: TaskRow, to: TaskState, now: number, result: string | nul
 }
 
 // What a staged row changed since the stored one, beyond the columns every move writes.
+const SYSTEM = systemActor('system');
+
 const ASSIGNEE = 1;
 const WORKER = 2;
 const RESULT = 4;
@@ -142,12 +148,14 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     .raw(true);
 
   const stage: MoveParts['stage'] = (row, spec, now, events, staged) => {
+    const verdict = checkMove({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee }, spec.to, spec.actor);
+    if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id, state: row.state });
     const newResult = spec.result !== undefined;
     const next = movedRow(row, spec.to, now, newResult ? JSON.stringify(spec.result) : row.result);
     const type = spec.type ?? (spec.to === 'cancelled' ? 'task.cancelled' : 'task.transitioned');
     const data: Record<string, unknown> = { from: row.state, to: spec.to, ...spec.data };
     if (spec.reason !== undefined) data.reason = spec.reason;
-    const event: TaskEvent = { id: 0, taskId: row.id, type, actor: spec.actor, data, createdAt: now };
+    const event: TaskEvent = { id: 0, taskId: row.id, type, actor: spec.actor.id, actorRole: spec.actor.role, data, createdAt: now };
     events.push(event);
     staged.events.push(event);
     // States are plain identifiers: for the bare {from, to} this is what JSON.stringify writes.
@@ -173,7 +181,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
       // A dependency that can never complete: its dependents can never run, so they are
       // cancelled now (recursively) rather than left pending forever.
       for (const dep of dependents.all(row.id)) {
-        apply(rowOf(dep), { to: 'cancelled', actor: 'system', reason: `dependency ${row.id} ended ${row.state}` }, now, events);
+        apply(rowOf(dep), { to: 'cancelled', actor: SYSTEM, reason: `dependency ${row.id} ended ${row.state}` }, now, events);
       }
     }
     return row;
@@ -213,7 +221,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     };
     endRun.run(phase, stopReason, JSON.stringify(envelope), now, run.id);
     stopControl.run(row.id, stopReason, now);
-    events.push(writer.append(row.id, 'run.finished', 'system', { run_id: run.id, phase, stop_reason: stopReason }, now));
+    events.push(writer.append(row.id, 'run.finished', SYSTEM, { run_id: run.id, phase, stop_reason: stopReason }, now));
   }
 
   const apply: ApplyMove = (row, spec, now, events) => {
@@ -233,7 +241,7 @@ export function reclaim(apply: ApplyMove, row: TaskRow, reason: string, now: num
   const to = exhausted ? 'failed' : 'pending';
   apply(row, {
     to,
-    actor: 'sweeper',
+    actor: systemActor('sweeper'),
     type: 'task.stale_reclaimed',
     reason: exhausted ? `${reason} on attempt ${row.attempts} of ${row.max_attempts}` : reason,
     data: { attempt: row.attempts, previous_assignee: row.assignee },

@@ -2,9 +2,11 @@
  * Retention (DESIGN §3): the event log is the audit trail and is kept by default. When an
  * operator sets a retention period, the steps, events and run screens of tasks that
  * finished before it are deleted; the task rows and their runs (with each run's envelope) stay. Each pass
- * appends one `retention.compacted` event, so the newest event id always survives and ids
- * are never reused.
+ * that deletes anything first appends one `retention.compacted` event (a task-less event,
+ * which retention never deletes): the newest row of the log is then never among the deleted,
+ * so the next id (max(id) + 1) is never one a follower has already passed.
  */
+import { systemActor } from '../actors.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { type EventWriter, prepareDeleteTaskEvents } from './rows.js';
@@ -12,6 +14,7 @@ import { type EventWriter, prepareDeleteTaskEvents } from './rows.js';
 export type Compact = (before: number, now: number, events: TaskEvent[]) => number;
 
 const BATCH = 500;
+const RETENTION = systemActor('retention');
 
 export function prepareRetention(db: Db, writer: EventWriter): Compact {
   // A task still has events while its chain head is set, or while it has indexed (non-state) events.
@@ -25,13 +28,13 @@ export function prepareRetention(db: Db, writer: EventWriter): Compact {
   const dropEvents = prepareDeleteTaskEvents(db);
   return (before, now, events) => {
     const ids = finished.all(before, BATCH).map((r) => r.id);
+    if (ids.length === 0) return 0;
+    // Before the deletes: see the contract above.
+    events.push(writer.append(null, 'retention.compacted', RETENTION, { tasks: ids.length, finished_before: new Date(before).toISOString() }, now));
     for (const id of ids) {
       dropSteps.run(id);
       dropScreens.run(id);
       dropEvents(id);
-    }
-    if (ids.length > 0) {
-      events.push(writer.append(null, 'retention.compacted', 'retention', { tasks: ids.length, finished_before: new Date(before).toISOString() }, now));
     }
     return ids.length;
   };

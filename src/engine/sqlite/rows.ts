@@ -1,7 +1,7 @@
 /** Row shapes of the SQLite schema and their mapping to engine types; the event writer. */
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './connection.js';
-import type { ActorRole, Card, Task, TaskEvent, TaskState } from '../types.js';
+import type { Actor, ActorRole, Card, Task, TaskEvent, TaskState } from '../types.js';
 
 export interface TaskRow {
   id: number;
@@ -38,6 +38,7 @@ export interface EventRow {
   task_id: number | null;
   type: string;
   actor: string;
+  actor_role: ActorRole;
   data: string;
   created_at: number;
 }
@@ -126,6 +127,7 @@ export function toEvent(row: EventRow): TaskEvent {
     taskId: row.task_id,
     type: row.type,
     actor: row.actor,
+    actorRole: row.actor_role,
     data: JSON.parse(row.data) as Record<string, unknown>,
     createdAt: row.created_at,
   };
@@ -134,7 +136,7 @@ export function toEvent(row: EventRow): TaskEvent {
 /** Appends event rows inside the caller's transaction and collects them for the bus. */
 export interface EventWriter {
   /** An event that is not one of the task's own state changes (prev_id NULL, indexed). */
-  append(taskId: number | null, type: string, actor: string, data: Record<string, unknown>, at: number): TaskEvent;
+  append(taskId: number | null, type: string, actor: Actor, data: Record<string, unknown>, at: number): TaskEvent;
   /**
    * Appends a task's own events (built by the caller, `id` a placeholder) to its chain, in
    * order, and sets their ids; returns the last id, which the caller MUST store as the task's
@@ -146,16 +148,16 @@ export interface EventWriter {
   appendChain(taskId: number, events: TaskEvent[], json?: ReadonlyArray<string | undefined>, prev?: number): number;
 }
 
-const COLUMNS = 'INSERT INTO task_events (task_id, type, actor, data, created_at, prev_id) VALUES ';
-const LINKED = '(?, ?, ?, ?, ?, ?)';
-const LINKED_TO_TASK = '(?, ?, ?, ?, ?, (SELECT coalesce(last_event_id, 0) FROM tasks WHERE id = ?))';
+const COLUMNS = 'INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at, prev_id) VALUES ';
+const LINKED = '(?, ?, ?, ?, ?, ?, ?)';
+const LINKED_TO_TASK = '(?, ?, ?, ?, ?, ?, (SELECT coalesce(last_event_id, 0) FROM tasks WHERE id = ?))';
 const MAX_ROWS = 4;
 /** prev_id of a chained event written right after the previous one: "my id - 1". */
 export const PREV_IS_ID_MINUS_1 = -1;
 
 export function createEventWriter(db: Db): EventWriter {
   const insert = db.prepare(
-    'INSERT INTO task_events (task_id, type, actor, data, created_at) VALUES (?, ?, ?, ?, ?)',
+    'INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES (?, ?, ?, ?, ?, ?)',
   );
   // Multi-row inserts of 1 to 4 chained events, the first linked to the task row or not.
   const chained = new Map<string, Statement>();
@@ -170,8 +172,8 @@ export function createEventWriter(db: Db): EventWriter {
   };
   return {
     append(taskId, type, actor, data, at) {
-      const info = insert.run(taskId, type, actor, JSON.stringify(data), at);
-      return { id: Number(info.lastInsertRowid), taskId, type, actor, data, createdAt: at };
+      const info = insert.run(taskId, type, actor.id, actor.role, JSON.stringify(data), at);
+      return { id: Number(info.lastInsertRowid), taskId, type, actor: actor.id, actorRole: actor.role, data, createdAt: at };
     },
     appendChain(taskId, events, json, prev) {
       // The first event links to the task's head; each later one to the event written just
@@ -184,7 +186,7 @@ export function createEventWriter(db: Db): EventWriter {
         const params: unknown[] = [];
         for (let k = i; k < i + n; k++) {
           const e = events[k]!;
-          params.push(taskId, e.type, e.actor, json?.[k] ?? JSON.stringify(e.data), e.createdAt);
+          params.push(taskId, e.type, e.actor, e.actorRole, json?.[k] ?? JSON.stringify(e.data), e.createdAt);
           params.push(k === 0 ? (toTask ? taskId : prev) : PREV_IS_ID_MINUS_1);
         }
         last = Number(statement(n, toTask).run(...params).lastInsertRowid);

@@ -1,7 +1,8 @@
 /** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
 import { EngineError } from '../errors.js';
 import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, Run, ScreenInfo, Step, Usage } from '../runs.js';
-import { checkMove, isFenced } from '../states.js';
+import { asAgent, systemActor } from '../actors.js';
+import { isFenced } from '../states.js';
 import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
@@ -163,11 +164,11 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       const existing = activeRun.get(f.taskId);
       if (existing !== undefined) {
         setPhase.run('running', existing.id);
-        events.push(writer.append(f.taskId, 'run.resumed', f.agent, { run_id: existing.id, reason: 'claimed again' }, now));
+        events.push(writer.append(f.taskId, 'run.resumed', asAgent(f.agent), { run_id: existing.id, reason: 'claimed again' }, now));
         return { run: { ...toRun(existing), phase: 'running' }, steps: stepsOf.all(existing.id).map(toStep), resumed: true };
       }
       const row = insertRun.get({ task_id: f.taskId, budget: JSON.stringify(budget), usage: JSON.stringify(ZERO_USAGE), now })!;
-      events.push(writer.append(f.taskId, 'run.started', f.agent, { run_id: row.id, budget: toWireBudget(budget) }, now));
+      events.push(writer.append(f.taskId, 'run.started', asAgent(f.agent), { run_id: row.id, budget: toWireBudget(budget) }, now));
       return { run: toRun(row), steps: [], resumed: false };
     },
     beginStep(f, input, now, events) {
@@ -183,7 +184,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         key: input.idempotencyKey ?? null,
         now,
       })!;
-      events.push(writer.append(f.taskId, 'run.step_started', f.agent, { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null }, now));
+      events.push(writer.append(f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null }, now));
       return toStep(row);
     },
     finishStep(f, input, now, events) {
@@ -201,7 +202,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
       if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
       events.push(
-        writer.append(f.taskId, 'run.step_finished', f.agent, {
+        writer.append(f.taskId, 'run.step_finished', asAgent(f.agent), {
           run_id: row.run_id,
           seq: row.seq,
           kind: row.kind,
@@ -218,7 +219,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       fenceLight(f);
       runOf(f, runId);
       setPhase.run(paused ? 'paused' : 'running', runId);
-      events.push(writer.append(f.taskId, paused ? 'run.paused' : 'run.resumed', f.agent, { run_id: runId, reason }, now));
+      events.push(writer.append(f.taskId, paused ? 'run.paused' : 'run.resumed', asAgent(f.agent), { run_id: runId, reason }, now));
     },
     finishRun(f, input, now, events) {
       let task = fence(f);
@@ -231,13 +232,11 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         usage: JSON.stringify(input.usage),
         now,
       })!;
-      events.push(writer.append(f.taskId, 'run.finished', f.agent, { run_id: run.id, phase: input.phase, stop_reason: input.stopReason }, now));
+      events.push(writer.append(f.taskId, 'run.finished', asAgent(f.agent), { run_id: run.id, phase: input.phase, stop_reason: input.stopReason }, now));
       input.moves.forEach((move, i) => {
-        const actor: Actor = move.by === 'assignee' ? { id: f.agent, role: 'agent' } : { id: move.systemActor ?? 'loop', role: 'system' };
-        const verdict = checkMove(task, move.to, actor);
-        if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: f.taskId });
+        const actor: Actor = move.by === 'assignee' ? asAgent(f.agent) : systemActor(move.systemActor ?? 'loop');
         const last = i === input.moves.length - 1;
-        task = apply(task, { to: move.to, actor: actor.id, reason: move.reason, result: last ? input.result : undefined }, now, events);
+        task = apply(task, { to: move.to, actor, reason: move.reason, result: last ? input.result : undefined }, now, events);
       });
       clearControl.run(f.taskId);
       return { run: toRun(run), task: toTask(task) };
@@ -247,15 +246,15 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       const run = runOf(f, runId);
       const restarts = run.restarts + 1;
       setRestarts.run(restarts, runId);
-      events.push(writer.append(f.taskId, 'run.restarted', f.agent, { run_id: runId, restart: restarts, reason }, now));
+      events.push(writer.append(f.taskId, 'run.restarted', asAgent(f.agent), { run_id: runId, restart: restarts, reason }, now));
       return restarts;
     },
     releaseRun(f, runId, reason, now, events) {
       const task = fence(f);
       runOf(f, runId);
       setPhase.run('paused', runId);
-      events.push(writer.append(f.taskId, 'run.paused', f.agent, { run_id: runId, reason }, now));
-      apply(task, { to: 'pending', actor: 'daemon', reason }, now, events);
+      events.push(writer.append(f.taskId, 'run.paused', asAgent(f.agent), { run_id: runId, reason }, now));
+      apply(task, { to: 'pending', actor: systemActor('daemon'), reason }, now, events);
       // A graceful release is not a failed attempt either (unlike a lease that ran out).
       giveBackAttempt.run(f.taskId);
     },

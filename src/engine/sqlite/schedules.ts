@@ -1,9 +1,11 @@
 /** The SQLite adapter of the ScheduleStore port. */
+import { systemActor } from '../actors.js';
+import { checkCardAuthor } from '../authority.js';
 import { EngineError } from '../errors.js';
 import type { Schedule, ScheduleStore } from '../schedules.js';
 import { isTerminal } from '../states.js';
 import type { Card, TaskState } from '../types.js';
-import { DEFAULT_QUEUE, prepareCreate } from './create.js';
+import { DEFAULT_QUEUE, SCHEDULER_SCOPE, prepareCreate } from './create.js';
 import { createEventWriter } from './rows.js';
 import type { SqliteTaskStore } from './task-store.js';
 
@@ -54,6 +56,8 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
   return {
     addSchedule: async (input, creator) =>
       (await write('add schedule', (events, now) => {
+        const verdict = checkCardAuthor(input.card, creator);
+        if (!verdict.ok) throw new EngineError(verdict.code, verdict.message);
         const row = insert.get({
           cron: input.cron,
           title: input.title,
@@ -65,14 +69,14 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
           creator_role: creator.role,
           now,
         })!;
-        events.push(writer.append(null, 'schedule.added', creator.id, { schedule_id: row.id, cron: row.cron }, now));
+        events.push(writer.append(null, 'schedule.added', creator, { schedule_id: row.id, cron: row.cron }, now));
         return toSchedule(row);
       })).value,
     listSchedules: async () => all.all().map(toSchedule),
-    removeSchedule: async (id) => {
+    removeSchedule: async (id, actor) => {
       await write('remove schedule', (events, now) => {
         if (remove.run(id).changes === 0) throw new EngineError('VALIDATION_FAILED', `schedule ${id} does not exist`, { schedule_id: id });
-        events.push(writer.append(null, 'schedule.removed', 'operator', { schedule_id: id }, now));
+        events.push(writer.append(null, 'schedule.removed', actor, { schedule_id: id }, now));
       });
     },
     fireSchedule: async (id, fireTimes, advanceTo) =>
@@ -85,7 +89,7 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
           if (at <= row.last_fire_at) continue; // another daemon handled it
           const previous = lastTask === null ? undefined : stateOf.get(lastTask);
           if (row.overlap === 0 && previous !== undefined && !isTerminal(previous.state)) {
-            events.push(writer.append(null, 'schedule.skipped', 'scheduler', { schedule_id: id, fire_time: new Date(at).toISOString(), reason: `task ${lastTask} is still ${previous.state}` }, now));
+            events.push(writer.append(null, 'schedule.skipped', systemActor('scheduler'), { schedule_id: id, fire_time: new Date(at).toISOString(), reason: `task ${lastTask} is still ${previous.state}` }, now));
             result.skipped.push(at);
             continue;
           }
@@ -94,6 +98,7 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
             { id: row.creator, role: row.creator_role },
             now,
             events,
+            SCHEDULER_SCOPE,
           );
           lastTask = made!.task.id;
           if (made!.created) result.created.push(made!.task.id);

@@ -1,6 +1,6 @@
 /** Fenced transitions, and the two-phase stale sweep. */
 import { EngineError } from '../errors.js';
-import { checkMove, isAssignee, isFenced } from '../states.js';
+import { isAssignee, isFenced } from '../states.js';
 import type { SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Db } from './connection.js';
 import { type ApplyMove, moveParts, noMovesStaged, reclaim } from './moves.js';
@@ -44,9 +44,8 @@ export function prepareTransition(db: Db, apply: ApplyMove): Transition {
           task_id: row.id,
         });
       }
-      const verdict = checkMove(row, step.to, step.actor);
-      if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id, state: row.state });
-      row = stage(row, { to: step.to, actor: step.actor.id, reason: step.reason, result: step.result }, now, events, staged);
+      // stage asks the state machine (see moves.ts).
+      row = stage(row, { to: step.to, actor: step.actor, reason: step.reason, result: step.result }, now, events, staged);
     }
     return toTask(commit(row, now, events, staged));
   };

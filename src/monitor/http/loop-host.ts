@@ -70,7 +70,6 @@ export async function createLoopHost(opts: LoopHostOptions): Promise<LoopHost> {
         watch: (fn) => tm.store.watch(fn),
         now: Date.now,
         draining,
-        allowCommands: claim.creatorRole === 'operator',
         hooks,
       });
     },

@@ -1,0 +1,90 @@
+/**
+ * Authority beyond a task's state moves (those are states.ts): who may decide an approval,
+ * stop or pause a run, read a task, and which card fields are powers only an operator may
+ * write. One module, so adapters and surfaces ask it and never re-derive a rule.
+ */
+import { sameActor } from './actors.js';
+import type { MoveVerdict } from './states.js';
+import type { Actor, ActorRole } from './types.js';
+
+/** What the rules need to know of a task. */
+export interface AuthoritySubject {
+  id: number;
+  creator: string;
+  creatorRole: ActorRole;
+  assignee: string | null;
+}
+
+const ok: MoveVerdict = { ok: true };
+const forbidden = (message: string): MoveVerdict => ({ ok: false, code: 'FORBIDDEN', message });
+
+const isCreator = (task: AuthoritySubject, actor: Actor): boolean => sameActor(actor, { id: task.creator, role: task.creatorRole });
+
+/**
+ * Approvals are decided by people who are not the agent: an operator, or a reviewer who did
+ * not create the task. Never an agent — not the assignee, not the agent that created the
+ * task (an agent that asks for a high-risk call must not be able to grant it) — and never a
+ * system actor (expiry and revocation are not decisions).
+ */
+export function mayDecideApproval(actor: Actor, task: AuthoritySubject, approvalId: number): MoveVerdict {
+  if (actor.role === 'operator') return ok;
+  if (actor.role === 'reviewer') {
+    return isCreator(task, actor) ? forbidden(`approval ${approvalId}: reviewer ${actor.id} created task ${task.id} and may not approve its own request`) : ok;
+  }
+  return forbidden(`approval ${approvalId}: only an operator or a reviewer may decide it (${actor.role} ${actor.id} may not)`);
+}
+
+/** Stop, pause and resume: an operator or the system, or the task's creator (same id and role). */
+export function mayControl(actor: Actor, task: AuthoritySubject): MoveVerdict {
+  if (actor.role === 'operator' || actor.role === 'system' || isCreator(task, actor)) return ok;
+  return forbidden(`task ${task.id}: only its creator or an operator may stop, pause or resume it (${actor.role} ${actor.id} may not)`);
+}
+
+/**
+ * What an agent may read: the tasks it created, the tasks it holds or held (assignee), and
+ * the tasks it may claim now (pending, for anyone or for it by name). Operators, reviewers
+ * and the system read everything. Capabilities route work; they are not a security boundary,
+ * so a task that requires a capability the agent lacks is still readable while it is open to
+ * claims by name.
+ */
+export interface ReadSubject extends AuthoritySubject {
+  state: string;
+  forAgent: string | null;
+}
+
+export function mayRead(actor: Actor, task: ReadSubject): boolean {
+  if (actor.role !== 'agent') return true;
+  if (isCreator(task, actor) || task.assignee === actor.id) return true;
+  return task.state === 'pending' && (task.forAgent === null || task.forAgent === actor.id);
+}
+
+/**
+ * Card fields that run a program or widen what a run may touch. Honoured only on a card an
+ * operator wrote: refused at creation for anyone else, and again when the run starts
+ * (defence in depth: a task written past TaskManager, or before this rule, is not trusted).
+ * A field added later that starts programs or widens scope belongs in this list.
+ */
+export const CARD_POWERS = ['launch_allowlist', 'acceptance.checks[].command'] as const;
+
+/** The powers a (raw, unparsed) card uses. */
+export function cardPowers(card: unknown): string[] {
+  if (typeof card !== 'object' || card === null) return [];
+  const used: string[] = [];
+  if (Object.hasOwn(card, 'launch_allowlist')) used.push('launch_allowlist');
+  const acceptance = Object.hasOwn(card, 'acceptance') ? (card as { acceptance?: unknown }).acceptance : undefined;
+  const checks = typeof acceptance === 'object' && acceptance !== null && Object.hasOwn(acceptance, 'checks') ? (acceptance as { checks?: unknown }).checks : undefined;
+  if (Array.isArray(checks) && checks.some((c) => typeof c === 'object' && c !== null && Object.hasOwn(c, 'command'))) {
+    used.push('acceptance.checks[].command');
+  }
+  return used;
+}
+
+/** Whether a card written by `author` may carry the powers it uses. */
+export function checkCardAuthor(card: unknown, author: { role: ActorRole; id?: string }): MoveVerdict {
+  if (author.role === 'operator') return ok;
+  const used = cardPowers(card);
+  if (used.length === 0) return ok;
+  return forbidden(
+    `the card uses ${used.join(' and ')}, which only a card an operator wrote may carry (this one is by ${author.role}${author.id === undefined ? '' : ` ${author.id}`})`,
+  );
+}
