@@ -5,6 +5,7 @@ import {
   type Durability,
   EngineError,
   OPERATOR,
+  agentActor,
   type TaskManager,
   createSqliteStore,
   createTaskManager,
@@ -55,7 +56,7 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void, 
     json: opts.json === true,
     dbPath,
     durability: durability as Durability,
-    actor: opts.as === undefined ? OPERATOR : { id: opts.as, role: 'agent' },
+    actor: opts.as === undefined ? OPERATOR : agentActor(opts.as, '--as'),
     manager() {
       tm ??= createTaskManager({ store: createSqliteStore({ path: dbPath, durability: durability as Durability }) });
       return tm;

@@ -148,6 +148,21 @@ export function registerTaskCommands(program: Command, run: Run): void {
     );
 
   task
+    .command('resume <id>')
+    .description('resume a run that waits for input: the same run goes on, with its steps and budgets (an operator)')
+    .option('--side-effect <outcome>', 'for a write whose outcome was lost: happened (count it done) or not-happened (carry it out again)')
+    .option('--reason <text>', 'why, recorded on the event')
+    .action(async (id: string, o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        const sideEffect = o.sideEffect === undefined ? undefined : o.sideEffect === 'happened' ? 'happened' : o.sideEffect === 'not-happened' ? 'not_happened' : undefined;
+        if (o.sideEffect !== undefined && sideEffect === undefined) throw new UsageError(`--side-effect: '${String(o.sideEffect)}' is not happened or not-happened`);
+        const runs = createSqliteRunStore(ctx.manager().store as SqliteTaskStore);
+        const t = await runs.resumeRun({ taskId: taskIdArg(id), actor: ctx.actor, sideEffect, reason: o.reason });
+        ctx.out(toWireTask(t), () => `task ${t.id}: waiting -> ${t.state}; its run resumes when a worker claims it`);
+      }),
+    );
+
+  task
     .command('cancel <id>')
     .description('cancel a task (its creator or an operator)')
     .option('--reason <text>', 'why, recorded on the event')

@@ -12,6 +12,8 @@ import type {
   FinishRunInput,
   FinishStepInput,
   OpenRunResult,
+  ParkRunInput,
+  ResumeRunInput,
   Run,
   ScreenInfo,
   Step,
@@ -85,6 +87,16 @@ export interface RunStore {
   finishRun(fence: Fence, input: FinishRunInput): Promise<{ run: Run; task: Task }>;
   /** Counts a restart of the run (cleared working memory, same budgets); returns the new count. */
   recordRestart(fence: Fence, runId: number, reason: string): Promise<number>;
+  /** Parks a run that waits for input: open, with its envelope; the task waits (see ParkRunInput). */
+  parkRun(fence: Fence, input: ParkRunInput): Promise<{ run: Run; task: Task }>;
+  /**
+   * Resumes a run parked for input, from any process: the task returns to pending and the
+   * next claimer continues the same run. A run that waits on an unknown side effect needs
+   * the operator's word on it (`sideEffect`); `not_happened` makes the resumed run carry the
+   * write out, `happened` counts it done. Refused, writing nothing, when the task's run is
+   * not waiting for input.
+   */
+  resumeRun(input: ResumeRunInput): Promise<Task>;
   /** Gives the task back (shutdown): it returns to pending, the run stays open to be resumed. */
   releaseRun(fence: Fence, runId: number, reason: string): Promise<void>;
 

@@ -5,7 +5,7 @@
  * here is fenced by the task's current claim token.
  */
 import type { SystemActorName } from './actors.js';
-import type { TaskState } from './types.js';
+import type { Actor, TaskState } from './types.js';
 
 export const RUN_PHASES = [
   'running',
@@ -24,8 +24,34 @@ export type RunPhase = (typeof RUN_PHASES)[number];
 export type FinalPhase = Exclude<RunPhase, 'running' | 'paused'>;
 
 export type StepKind = 'observe' | 'decide' | 'action';
-/** `unknown`: a write that started but whose outcome was lost in a crash. */
-export type StepStatus = 'started' | 'ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned' | 'waiting_approval';
+/**
+ * `unknown`: a write that started but whose outcome was lost in a crash. `not_happened`: an
+ * unknown write an operator declared did not take effect; the resumed run carries it out.
+ */
+export type StepStatus = 'started' | 'ok' | 'failed' | 'rejected' | 'unknown' | 'not_happened' | 'abandoned' | 'waiting_approval';
+
+/** An operator's word on an unknown side effect, given when the run is resumed. */
+export type SideEffectDeclaration = 'happened' | 'not_happened';
+
+/**
+ * Parking a run that waits for input (`waiting_input`): the run stays open — its steps,
+ * budgets, planner position and trace are kept — and its task waits; `resumeRun` hands it
+ * back to the queue and the next claimer continues the same run.
+ */
+export interface ParkRunInput {
+  runId: number;
+  stopReason: string;
+  envelope: Envelope;
+  usage: Usage;
+}
+
+export interface ResumeRunInput {
+  taskId: number;
+  actor: Actor;
+  /** Required when the run waits on an unknown side effect. */
+  sideEffect?: SideEffectDeclaration;
+  reason?: string;
+}
 
 /** Limits stored on the run when it starts; never reset by a resume. Null means unbounded. */
 export interface Budget {

@@ -70,6 +70,25 @@ export function movesFor(phase: FinalPhase, acceptanceFailed: boolean): TaskMove
   }
 }
 
+/**
+ * Whether a run that stops here parks for input instead of ending: a restart limit or an
+ * unknown side effect waits for a person and then goes on as the same run. Manual
+ * acceptance is a verdict someone gives in review, not an input: that run ends.
+ */
+export function parksForInput(phase: FinalPhase, stopReason: string): boolean {
+  return phase === 'waiting_input' && stopReason !== 'await_manual';
+}
+
+/** The envelope's `safe_resume.condition` where the way on is a command (undefined: the phase's default). */
+export function resumeCondition(taskId: number, stopReason: string, sideEffects: ReadonlyArray<{ tool: string; seq: number; status: string }>): string | undefined {
+  if (stopReason === 'unknown_side_effect') {
+    const which = sideEffects.filter((s) => s.status === 'unknown').map((s) => `step ${s.seq} (${s.tool})`).join(', ');
+    return `decide whether ${which} took effect, then: taskloop task resume ${taskId} --side-effect happened|not-happened (not-happened carries the write out again; it is never repeated otherwise)`;
+  }
+  if (stopReason === 'restart_limit') return `give the run what it needs, then: taskloop task resume ${taskId} (the same run goes on with its budgets)`;
+  return undefined;
+}
+
 /** Resolves on the next commit anywhere (the store's watch) or after `ms`. */
 export function changeOrTimeout(ctx: LoopContext, ms: number): Promise<void> {
   return new Promise((resolve) => {

@@ -39,8 +39,26 @@ export interface ResumeScope {
   stopped(): boolean;
 }
 
-/** Settles steps a crash interrupted; returns a result when the run must end here. */
+/**
+ * Settles steps a crash interrupted, and writes whose outcome an operator has declared;
+ * returns a result when the run must end or park here.
+ *
+ * Where each crash point lands: a write interrupted before it finished is `unknown` (never
+ * repeated unless idempotent); an operator's `not-happened` makes it `not_happened`, and it
+ * is carried out here, through the whole gate, exactly once; `happened` made it `ok`. A run
+ * resumed while an unknown write is still undeclared parks for input again at once.
+ */
 export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+  for (const declared of steps.filter((step) => step.status === 'not_happened')) {
+    const parked = yield* redo(s, declared);
+    if (parked !== undefined) return parked;
+  }
+  const undeclared = steps.find((step) => step.status === 'unknown');
+  if (undeclared !== undefined) {
+    const fin = await s.finish('waiting_input', 'unknown_side_effect', { message: `step ${undeclared.seq} (${undeclared.tool}) may or may not have taken effect; an operator must say which` });
+    yield fin.event;
+    return fin.result;
+  }
   for (const unfinished of steps.filter((step) => step.status === 'started')) {
     const tool = unfinished.tool === null ? undefined : s.tools.get(unfinished.tool);
     if (unfinished.kind !== 'action' || tool === undefined) {
@@ -66,6 +84,36 @@ export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGe
       return fin.result;
     }
   }
+  return undefined;
+}
+
+/** Carries out a write an operator declared did not happen: the same call, through the gate again. */
+async function* redo(s: ResumeScope, step: Step): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+  const tool = s.tools.get(step.tool ?? '');
+  // The lost attempt was counted against the write budget; it did not happen, so it is given back.
+  if (tool?.kind === 'write') s.state.usage.writeCalls = Math.max(0, s.state.usage.writeCalls - 1);
+  const verdict = await s.gate(step.tool ?? '', step.args);
+  if (verdict.kind === 'park') {
+    // Its earlier approval was used by the attempt that was lost: a person approves it again.
+    s.state.usage.pending++;
+    const approval = await s.runs.parkForApproval(s.fence, { runId: s.runId, stepId: step.id, tool: verdict.tool.name, args: verdict.args, fingerprint: verdict.fingerprint, expiresAt: null }, s.state.usage);
+    yield { type: 'run_paused', reason: `waiting for approval ${approval.id}` };
+    return { runId: s.runId, taskId: s.fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null };
+  }
+  if (verdict.kind === 'refuse') {
+    const refused = yield* s.settle(step, 'rejected', { error: verdict.reason, durationMs: 0 });
+    recordAction(s.state, refused, tool?.kind === 'write');
+    s.rejections.push({ tool: step.tool ?? '', reason: verdict.reason });
+    if (verdict.end === undefined) return undefined;
+    const fin = await s.finish(verdict.end.phase, verdict.end.stopReason, { message: verdict.reason });
+    yield fin.event;
+    return fin.result;
+  }
+  if (verdict.tool.kind === 'write') s.state.usage.writeCalls++;
+  const out = await s.exec(verdict.tool.name, verdict.args, step.idempotencyKey ?? randomUUID());
+  if (!(!out.ok && out.aborted)) await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+  const done = yield* s.settle(step, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+  recordAction(s.state, done, verdict.tool.kind === 'write');
   return undefined;
 }
 

@@ -58,7 +58,7 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
   };
   for (const step of steps) {
     state.lastSeq = step.seq;
-    if (step.status === 'started' || step.status === 'waiting_approval') continue; // settled by the loop on resume
+    if (step.status === 'started' || step.status === 'waiting_approval' || step.status === 'not_happened') continue; // settled by the loop on resume
     if (step.status === 'rejected' && step.error?.startsWith(DEGRADED) === true) state.degraded = true;
     state.summaries.push(summaryOf(step));
     if (step.kind === 'decide' && step.status === 'ok') {

@@ -25,7 +25,7 @@ import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
-import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout, movesFor } from './loop-context.js';
+import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout, movesFor, parksForInput, resumeCondition } from './loop-context.js';
 import { createDetectors } from './detectors.js';
 import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
@@ -67,7 +67,14 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       message: extra.message,
       progress: progress(),
       plan: state.plan.items.length > 0 ? state.plan.items : undefined,
+      resumeCondition: resumeCondition(fence.taskId, stopReason, state.trace.sideEffects),
     });
+    if (parksForInput(phase, stopReason)) {
+      // Not an ending: the same run resumes, with its steps, budgets and planner position.
+      await runs.parkRun(fence, { runId: run.id, stopReason, envelope, usage: state.usage });
+      await hooks.emit('task_transition', { taskId: fence.taskId, from: 'in_progress', to: 'waiting', actor: fence.agent });
+      return { event: { type: 'run_finished' as const, envelope }, result: { runId: run.id, taskId: fence.taskId, phase, stopReason, envelope } };
+    }
     const moves = extra.moves ?? movesFor(phase, extra.acceptance?.verdict === 'failed');
     await runs.finishRun(fence, { runId: run.id, phase, stopReason, envelope, usage: state.usage, moves, result: envelope });
     // The loop runs its task in progress; each move of its ending is reported to the plugins.

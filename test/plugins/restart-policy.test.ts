@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createHookRegistry, type Plugin } from '../../src/plugins/hooks.js';
-import { card, harness, runCard } from '../workers/harness.js';
+import { card, drive, harness, loopContext, runCard } from '../workers/harness.js';
 
 /** Seed 002's methodology check, in miniature: a reason citing "method:" passes, "method" alone is weak, else blocked. */
 function methodology(resets: string[]): Plugin {
@@ -56,12 +56,22 @@ describe('the restart policy', () => {
 
   it('after 3 restarts the run waits for input, with the reason, the requirements and the original goal', async () => {
     const h = harness();
-    const script = Array.from({ length: 10 }, () => step('no'));
-    const { result, claim } = await runCard(h, card({ goal: 'summarise the incident', budget: { max_steps: 20 }, script }), { hooks: await hooksWith(methodology([])) });
+    const script = [...Array.from({ length: 8 }, () => step('no')), done('method: checked')];
+    const hooks = await hooksWith(methodology([]));
+    const { result, claim } = await runCard(h, card({ goal: 'summarise the incident', budget: { max_steps: 20 }, script }), { hooks });
     expect(result).toMatchObject({ phase: 'waiting_input', stopReason: 'restart_limit' });
     expect(result.envelope!.message).toMatch(/stopped after 3 restarts\. Reason: two answers were blocked \(no method cited\)\. Requirements: every answer must pass verifier methodology.*Original goal: summarise the incident/);
     expect((await h.runs.runsOf(claim.id))[0]!.restarts).toBe(4);
     expect((await h.tm.getTask(claim.id)).state).toBe('waiting');
+    expect(result.envelope!.safe_resume.condition).toContain(`taskloop task resume ${claim.id}`);
+
+    // Resumed, it is the same run: the planner goes on from its ninth decision, the budgets keep counting.
+    await h.runs.resumeRun({ taskId: claim.id, actor: { id: 'operator', role: 'operator' }, reason: 'cite your method' });
+    const resumed = await drive(loopContext(h, (await h.tm.claimTask({ agent: 'worker', start: true }))!, { hooks }));
+    expect(resumed.result).toMatchObject({ runId: result.runId, phase: 'completed', stopReason: 'accepted' });
+    const runs = await h.runs.runsOf(claim.id);
+    expect(runs).toHaveLength(1);
+    expect(runs[0]!.usage.steps).toBe(9);
   });
 
   it('a verifier that throws blocks the answer (fails closed)', async () => {

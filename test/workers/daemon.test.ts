@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSqliteRunStore, type SqliteTaskStore } from '../../src/engine/index.js';
@@ -151,6 +151,45 @@ describe('taskloop daemon', () => {
       expect(types.filter((t) => t === 'run.started')).toHaveLength(1);
       expect(types).toContain('run.resumed');
     }
+    rescuer.child.kill('SIGTERM');
+    expect(await rescuer.exited).toBe(0);
+  });
+
+  it('kill -9 during a non-idempotent write: the run waits for input and resumes as the same run only on an operator’s word', async () => {
+    const tm = freshManager();
+    const dir = join(tm.path, '..');
+    const file = join(dir, 'paid.txt');
+    const hold = join(dir, 'hold');
+    writeFileSync(hold, '');
+    const victim = await startDaemonProcess(tm.path, ['--workers', '1']);
+    const { task } = await tm.createTask({ title: 'pay once', card: daemonCard({
+      allowed_tools: ['log_append'],
+      budget: { max_steps: 10, max_write_calls: 2 },
+      script: [{ action: 'tool', tool: 'log_append', args: { file, line: 'paid', hold_while: hold } }, { action: 'done' }],
+    }) }, operator);
+    await waitFor(() => existsSync(file), 20_000, 'the write to land');
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    const rescuer = await startDaemonProcess(tm.path, ['--workers', '1']);
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'waiting', 20_000, 'the run to wait for input');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const [run] = await runs.runsOf(task.id);
+    expect(run).toMatchObject({ phase: 'waiting_input', stopReason: 'unknown_side_effect', finishedAt: null });
+    expect(readFileSync(file, 'utf8')).toBe('paid\n');
+
+    const unasked = await spawnCli(['--db', tm.path, 'task', 'resume', String(task.id)]);
+    expect(unasked).toMatchObject({ code: 1 });
+    expect(unasked.stderr).toMatch(/VALIDATION_FAILED: .*--side-effect happened\|not-happened/);
+    const byAgent = await spawnCli(['--db', tm.path, '--as', 'rescuer', 'task', 'resume', String(task.id), '--side-effect', 'not-happened']);
+    expect(byAgent.stderr).toMatch(/FORBIDDEN/);
+    expect((await tm.getTask(task.id)).state).toBe('waiting');
+
+    rmSync(hold);
+    const declared = await spawnCli(['--db', tm.path, 'task', 'resume', String(task.id), '--side-effect', 'not-happened']);
+    expect(declared).toMatchObject({ code: 0 });
+    await waitFor(async () => (await tm.getTask(task.id)).state === 'completed', 20_000, 'the resumed run to finish');
+    expect(readFileSync(file, 'utf8')).toBe('paid\npaid\n'); // carried out again, once, because the operator said it did not happen
+    expect(await runs.runsOf(task.id)).toHaveLength(1);
     rescuer.child.kill('SIGTERM');
     expect(await rescuer.exited).toBe(0);
   });

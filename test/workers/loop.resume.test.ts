@@ -6,6 +6,8 @@ import { runTaskLoop } from '../../src/workers/loop.js';
 import { waitFor } from '../helpers.js';
 import { type Harness, card, claimWith, drive, harness, loopContext } from './harness.js';
 
+const operator = { id: 'operator', role: 'operator' } as const;
+
 /**
  * Runs the loop until the write step has started and its tool has begun (it holds for a
  * while after appending), then abandons it as a crash would, and lets the lease lapse.
@@ -69,6 +71,63 @@ describe('resuming a run after a crash', () => {
     expect(readFileSync(file, 'utf8')).toBe('written\n');
     expect((await h.tm.getTask(claim.id)).state).toBe('waiting');
   });
+
+  it('a run that waits for input stays open: resuming it is the same run, and an undeclared side effect is never repeated', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const claim = await crashDuringWrite(h, 'log_append', file);
+    const parked = await drive(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer', start: true }))!));
+    expect(parked.result).toMatchObject({ phase: 'waiting_input', stopReason: 'unknown_side_effect' });
+    expect(parked.result.envelope!.safe_resume.condition).toContain(`taskloop task resume ${claim.id} --side-effect happened|not-happened`);
+    const [run] = await h.runs.runsOf(claim.id);
+    expect(run).toMatchObject({ phase: 'waiting_input', finishedAt: null });
+
+    // Without the operator's word the resume is refused and nothing changes.
+    await expect(h.runs.resumeRun({ taskId: claim.id, actor: operator })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    // Only an operator resumes it; the agent that created it, the assignee or a reviewer may not.
+    for (const actor of [{ id: 'rescuer', role: 'agent' }, { id: 'rita', role: 'reviewer' }] as const) {
+      await expect(h.runs.resumeRun({ taskId: claim.id, actor, sideEffect: 'not_happened' })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    }
+    expect((await h.tm.getTask(claim.id)).state).toBe('waiting');
+
+    // A plain move back to pending resumes the same run, which parks again at once: no repeat.
+    await h.tm.transitionTask({ taskId: claim.id, to: 'pending', actor: operator });
+    const again = await drive(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer', start: true }))!));
+    expect(again.result).toMatchObject({ runId: run!.id, phase: 'waiting_input', stopReason: 'unknown_side_effect' });
+    expect(readFileSync(file, 'utf8')).toBe('written\n');
+    expect(await h.runs.runsOf(claim.id)).toHaveLength(1);
+  });
+
+  for (const [declared, lines] of [['happened', 'written\n'], ['not_happened', 'written\nwritten\n']] as const) {
+    it(`resumed with --side-effect ${declared}, the same run goes on with its budgets and planner position: the write lands ${lines.split('\n').length - 1} time(s) in all`, async () => {
+      const h = harness();
+      const file = join(h.dir, 'log.txt');
+      const claim = await crashDuringWrite(h, 'log_append', file);
+      await drive(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer', start: true }))!));
+      const before = (await h.runs.runsOf(claim.id))[0]!;
+      await h.runs.resumeRun({ taskId: claim.id, actor: operator, sideEffect: declared, reason: 'checked the log' });
+      // The redo holds like the lost attempt did: let it go at once.
+      const resumed = drive(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer', start: true }))!));
+      if (declared === 'not_happened') {
+        await waitFor(() => readFileSync(file, 'utf8') === lines, 5000, 'the write to be carried out again');
+        await h.runs.setControl({ target: [claim.id], state: 'stopped', actor: operator });
+      }
+      const { result } = await resumed;
+      const runs = await h.runs.runsOf(claim.id);
+      expect(runs).toHaveLength(1);
+      expect(result.runId).toBe(before.id);
+      expect(readFileSync(file, 'utf8')).toBe(lines);
+      const steps = (await h.runs.getRun(before.id)).steps;
+      // One decide per scripted decision: the planner did not start over.
+      expect(steps.filter((s) => s.kind === 'decide' && s.status === 'ok').length).toBe(declared === 'happened' ? 3 : 2);
+      expect(runs[0]!.usage.steps).toBeGreaterThanOrEqual(before.usage.steps);
+      const write = steps.find((s) => s.tool === 'log_append')!;
+      expect(write.status).toBe(declared === 'happened' ? 'ok' : 'failed'); // aborted by the stop while it held
+      if (declared === 'happened') expect(result).toMatchObject({ phase: 'completed' });
+      const events = (await h.tm.getTask(claim.id)).events;
+      expect(events.find((e) => e.type === 'run.resume_requested')).toMatchObject({ actor: 'operator', actorRole: 'operator', data: { side_effect: declared } });
+    });
+  }
 
   it('a worker whose claim was taken away cannot write another step', async () => {
     const h = harness();

@@ -31,6 +31,8 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     setPaused: (f, runId, paused, reason) => value(write('pause run', (ev, now) => runs.setPaused(f, runId, paused, reason, now, ev))),
     finishRun: (f, input) => value(write('finish run', (ev, now) => runs.finishRun(f, input, now, ev))),
     recordRestart: (f, runId, reason) => value(write('restart run', (ev, now) => runs.recordRestart(f, runId, reason, now, ev))),
+    parkRun: (f, input) => value(write('park run', (ev, now) => runs.parkRun(f, input, now, ev))),
+    resumeRun: (input) => value(write('resume run', (ev, now) => runs.resumeRun(input, now, ev))),
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => controls.get(taskId),
     setControl: (request) =>

@@ -1,6 +1,6 @@
 /** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
 import { EngineError } from '../errors.js';
-import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, Run, ScreenInfo, Step, Usage } from '../runs.js';
+import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, ParkRunInput, ResumeRunInput, Run, ScreenInfo, Step, Usage } from '../runs.js';
 import { asAgent, systemActor } from '../actors.js';
 import { isFenced } from '../states.js';
 import { toWireBudget } from '../wire.js';
@@ -88,6 +88,8 @@ export interface RunWrites {
   setPaused(f: Fence, runId: number, paused: boolean, reason: string, now: number, events: TaskEvent[]): void;
   finishRun(f: Fence, input: FinishRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
   releaseRun(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): void;
+  parkRun(f: Fence, input: ParkRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
+  resumeRun(input: ResumeRunInput, now: number, events: TaskEvent[]): Task;
   recordRestart(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): number;
   getRun(runId: number): Run & { steps: Step[]; screen: ScreenInfo | null };
   runsOf(taskId: number): Run[];
@@ -119,6 +121,11 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
      WHERE id = @id AND finished_at IS NULL RETURNING *`,
   );
   const clearControl = db.prepare('DELETE FROM controls WHERE task_id = ?');
+  const parkOpen = db.prepare<Record<string, unknown>, RunRow>(
+    `UPDATE runs SET phase = 'waiting_input', stop_reason = @stop_reason, envelope = @envelope, usage = @usage
+     WHERE id = @id AND finished_at IS NULL RETURNING *`,
+  );
+  const declare = db.prepare("UPDATE steps SET status = ?, result = ?, error = NULL WHERE id = ? AND status = 'unknown'");
   const setRestarts = db.prepare('UPDATE runs SET restarts = ? WHERE id = ?');
   const giveBackAttempt = db.prepare('UPDATE tasks SET attempts = MAX(attempts - 1, 0) WHERE id = ?');
   const saveScreen = db.prepare(
@@ -257,6 +264,42 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       apply(task, { to: 'pending', actor: systemActor('daemon'), reason }, now, events);
       // A graceful release is not a failed attempt either (unlike a lease that ran out).
       giveBackAttempt.run(f.taskId);
+    },
+    parkRun(f, input, now, events) {
+      const task = fence(f);
+      runOf(f, input.runId);
+      const run = parkOpen.get({ id: input.runId, stop_reason: input.stopReason, envelope: JSON.stringify(input.envelope), usage: JSON.stringify(input.usage) })!;
+      events.push(writer.append(f.taskId, 'run.paused', asAgent(f.agent), { run_id: run.id, reason: input.stopReason, waiting: 'input' }, now));
+      const moved = apply(task, { to: 'waiting', actor: asAgent(f.agent), reason: input.stopReason, result: input.envelope }, now, events);
+      return { run: toRun(run), task: toTask(moved) };
+    },
+    resumeRun(input, now, events) {
+      const task = taskRow.get(input.taskId);
+      if (task === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
+      const run = activeRun.get(input.taskId);
+      if (task.state !== 'waiting' || run === undefined || run.phase !== 'waiting_input') {
+        throw new EngineError('INVALID_TRANSITION', `task ${input.taskId} has no run waiting for input (task ${task.state}${run === undefined ? ', no open run' : `, run ${run.id} ${run.phase}`})`, { task_id: input.taskId });
+      }
+      const unknown = stepsOf.all(run.id).filter((s) => s.status === 'unknown');
+      if (unknown.length > 0 && input.sideEffect === undefined) {
+        const which = unknown.map((s) => `step ${s.seq} (${s.tool})`).join(', ');
+        throw new EngineError('VALIDATION_FAILED', `task ${input.taskId}: ${which} may or may not have taken effect; say which: resume with --side-effect happened|not-happened`, { task_id: input.taskId });
+      }
+      // The state machine decides who may resume (waiting -> pending: an operator or the system).
+      const moved = apply(task, { to: 'pending', actor: input.actor, reason: input.reason ?? `resumed (${run.stop_reason})` }, now, events);
+      for (const step of unknown) {
+        declare.run(input.sideEffect === 'happened' ? 'ok' : 'not_happened', JSON.stringify({ declared: input.sideEffect, by: input.actor.id }), step.id);
+      }
+      // The operator's input is a fresh start for the restart policy; the budgets keep counting.
+      if (run.stop_reason === 'restart_limit') setRestarts.run(0, run.id);
+      events.push(writer.append(input.taskId, 'run.resume_requested', input.actor, {
+        run_id: run.id,
+        waited_for: run.stop_reason,
+        ...(input.sideEffect === undefined ? {} : { side_effect: input.sideEffect, steps: unknown.map((s) => s.seq) }),
+        ...(input.reason === undefined ? {} : { reason: input.reason }),
+      }, now));
+      giveBackAttempt.run(input.taskId);
+      return toTask(moved);
     },
     getRun(runId) {
       const row = runById.get(runId);
