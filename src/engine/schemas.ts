@@ -108,6 +108,7 @@ export const findTasksQuery = z.strictObject({
   queue: token.optional(),
   limit: z.int().min(1).max(LIMITS.pageMax).optional(),
   afterId: z.int().nonnegative().optional(),
+  visibleTo: actor.optional(),
 });
 
 /** Parses `value` or throws VALIDATION_FAILED with the first problem on one line. */

@@ -4,7 +4,7 @@
  * and publishes the committed events on the in-process bus.
  */
 import { assertActorName, assertBindableName } from './actors.js';
-import { checkCardAuthor } from './authority.js';
+import { checkCardAuthor, mayRead } from './authority.js';
 import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
 import * as S from './schemas.js';
@@ -38,7 +38,8 @@ export interface TaskManager {
   heartbeat(input: HeartbeatInput): Promise<{ leaseExpiresAt: number }>;
   transitionTask(input: TransitionInput): Promise<Task>;
   cancelTask(input: { taskId: number; actor: Actor; reason?: string }): Promise<Task>;
-  getTask(id: number): Promise<TaskWithEvents>;
+  /** One task with its events; with `as`, refused FORBIDDEN unless that actor may read it (authority.ts). */
+  getTask(id: number, opts?: { as?: Actor }): Promise<TaskWithEvents>;
   findTasks(query?: FindTasksQuery): Promise<Task[]>;
   sweep(opts?: { graceMs?: number }): Promise<SweepResult>;
   stats(): Promise<TaskStats>;
@@ -116,7 +117,13 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
       assertActorName(parsed.actor, 'cancel');
       return publish(await store.transition(parsed));
     },
-    getTask: async (id) => store.getTask(S.parse(S.taskId, id, 'task id'), true),
+    async getTask(id, o = {}) {
+      const task = await store.getTask(S.parse(S.taskId, id, 'task id'), true);
+      if (o.as !== undefined && !mayRead(o.as, task)) {
+        throw new EngineError('FORBIDDEN', `task ${task.id} is not yours to read: ${o.as.role} ${o.as.id} did not create it, does not hold it and may not claim it`, { task_id: task.id });
+      }
+      return task;
+    },
     findTasks: async (query = {}) => store.findTasks(S.parse(S.findTasksQuery, query, 'list')),
     async sweep(o = {}) {
       return publish(await store.sweep({ graceMs: o.graceMs ?? opts.sweepGraceMs ?? 1000 }));

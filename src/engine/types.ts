@@ -155,6 +155,8 @@ export interface FindTasksQuery {
   limit?: number;
   /** Return tasks with id greater than this (keyset paging). */
   afterId?: number;
+  /** Only tasks this actor may read (authority.ts `mayRead`); everything when unset. */
+  visibleTo?: Actor;
 }
 
 export interface SweepResult {

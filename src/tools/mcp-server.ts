@@ -1,13 +1,18 @@
 /**
  * The task tools over MCP (stdio), so any MCP-speaking agent can use the engine. The
  * server's agent identity is fixed when it starts (`taskloop mcp --agent NAME`): every
- * call acts as that agent, whatever the model puts in the arguments.
+ * call acts as that agent, whatever the model puts in the arguments, and may not be a
+ * reserved name (the operator's or a system actor's).
+ *
+ * What reaches the model is an engine refusal (its stable code and one-line message) or a
+ * generic TOOL_FAILED naming the tool; an internal error's own text (a stack, a path, SQL)
+ * goes to the server's log, never to the model.
  */
 import { randomUUID } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { type TaskManager, isEngineError } from '../engine/index.js';
+import { type TaskManager, assertBindableName, isEngineError } from '../engine/index.js';
 import type { Tool } from './registry.js';
 
 export interface McpServerOptions {
@@ -16,9 +21,13 @@ export interface McpServerOptions {
   tools: Tool[];
   /** @defaultValue the package version */
   version?: string;
+  /** Where internal errors are reported. @defaultValue standard error */
+  log?: (line: string) => void;
 }
 
 export function createMcpServer(opts: McpServerOptions): Server {
+  assertBindableName(opts.agent, '--agent');
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const byName = new Map(opts.tools.map((t) => [t.name, t]));
   const server = new Server({ name: 'taskloop', version: opts.version ?? '0.1.0' }, { capabilities: { tools: {} } });
 
@@ -47,8 +56,9 @@ export function createMcpServer(opts: McpServerOptions): Server {
       });
       return { content: [{ type: 'text' as const, text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
     } catch (err) {
-      if (isEngineError(err)) return fail(err.code, err.message);
-      return fail('TOOL_FAILED', err instanceof Error ? err.message : String(err));
+      if (isEngineError(err)) return fail(err.code, err.message.split('\n')[0]!);
+      log(`taskloop mcp: ${tool.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+      return fail('TOOL_FAILED', `${tool.name} failed inside the server; its operator can read why in the server's log`);
     }
   });
   return server;

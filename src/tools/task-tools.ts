@@ -51,7 +51,7 @@ export const taskCreate = defineTool({
 
 export const taskList = defineTool({
   name: 'task_list',
-  description: 'List tasks: by default the pending ones you could claim and the ones assigned to you.',
+  description: 'List the tasks you may read (those you created, hold or may claim): by default the pending ones you could claim and the ones assigned to you.',
   kind: 'read',
   args: z.strictObject({
     states: z.array(state).optional().describe('only these states'),
@@ -63,12 +63,12 @@ export const taskList = defineTool({
     const limit = a.limit ?? 50;
     if (a.states === undefined && a.mine === undefined) {
       const [pending, mine] = await Promise.all([
-        tm.findTasks({ states: ['pending'], limit }),
+        tm.findTasks({ states: ['pending'], limit, visibleTo: me(ctx) }),
         tm.findTasks({ assignee: ctx.agent, states: ['claimed', 'in_progress', 'waiting', 'review'], limit }),
       ]);
       return { pending: pending.map(toWireTask), assigned_to_you: mine.map(toWireTask) };
     }
-    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? ctx.agent : undefined, limit });
+    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? ctx.agent : undefined, limit, visibleTo: me(ctx) });
     return { tasks: tasks.map(toWireTask) };
   },
 });
@@ -118,11 +118,11 @@ export const taskCancel = defineTool({
 
 export const taskGet = defineTool({
   name: 'task_get',
-  description: 'One task with its events.',
+  description: 'One task you may read (you created it, hold it or may claim it) with its events.',
   kind: 'read',
   args: z.strictObject({ task_id: taskId }),
   execute: async (a, ctx) => {
-    const t = await manager(ctx).getTask(a.task_id);
+    const t = await manager(ctx).getTask(a.task_id, { as: me(ctx) });
     return { ...toWireTask(t), events: t.events.map(toWireEvent) };
   },
 });

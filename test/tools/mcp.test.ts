@@ -1,8 +1,12 @@
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { ROOT, freshManager } from '../helpers.js';
+import { createMcpServer } from '../../src/tools/mcp-server.js';
+import { taskTools } from '../../src/tools/task-tools.js';
+import { spawnCli } from '../cli/helpers.js';
+import { ROOT, agent, freshManager } from '../helpers.js';
 
 type Text = { content: Array<{ type: string; text: string }>; isError?: boolean };
 const body = (r: unknown) => JSON.parse((r as Text).content[0]!.text) as Record<string, unknown>;
@@ -50,5 +54,67 @@ describe('taskloop mcp', () => {
     const refused = (await mallory.callTool({ name: 'task_cancel', arguments: { task_id: created.id } })) as Text;
     expect(body(refused).error).toMatchObject({ code: 'FORBIDDEN' });
     expect(body(await alice.callTool({ name: 'task_cancel', arguments: { task_id: created.id } })).state).toBe('cancelled');
+  });
+
+  it('refuses to serve as the operator or a system actor: taskloop mcp --agent operator exits with RESERVED_NAME', async () => {
+    const tm = freshManager();
+    for (const name of ['operator', 'Operator', 'sweeper', 'acceptance']) {
+      const r = await spawnCli(['--db', tm.path, 'mcp', '--agent', name]);
+      expect(r.code, name).toBe(1);
+      expect(r.stderr).toMatch(/^taskloop: RESERVED_NAME: --agent: /);
+    }
+  });
+
+  it('an agent’s card that would start a program is refused at creation, over MCP, and nothing is written', async () => {
+    const tm = freshManager();
+    const client = await connect(tm.path, 'mallory');
+    for (const card of [
+      { goal: 'g', allowed_tools: ['launch_app'], launch_allowlist: [['sh', '-c', 'touch /tmp/pwned']] },
+      { goal: 'g', acceptance: { checks: [{ id: 'x', command: ['sh', '-c', 'touch /tmp/pwned'] }] } },
+    ]) {
+      const refused = (await client.callTool({ name: 'task_create', arguments: { title: 'innocent', card } })) as Text;
+      expect(refused.isError).toBe(true);
+      expect(body(refused).error).toMatchObject({ code: 'FORBIDDEN' });
+    }
+    expect((await tm.stats()).lastEventId).toBe(0);
+  });
+
+  it('an agent reads only what it created, holds or may claim', async () => {
+    const tm = freshManager();
+    const alice = await connect(tm.path, 'alice');
+    const mallory = await connect(tm.path, 'mallory');
+    const reserved = body(await alice.callTool({ name: 'task_create', arguments: { title: 'for alice only', for_agent: 'alice', card: { goal: 'secret plan' } } }));
+    const held = body(await alice.callTool({ name: 'task_create', arguments: { title: 'alice holds it' } }));
+    await alice.callTool({ name: 'task_claim', arguments: { task_id: held.id } });
+    const open = body(await alice.callTool({ name: 'task_create', arguments: { title: 'anyone may claim' } }));
+    const { task: operators } = await tm.createTask({ title: 'the operator’s, claimed', forAgent: 'worker' }, { id: 'operator', role: 'operator' });
+    await tm.claimTask({ agent: 'worker', taskId: operators.id });
+
+    for (const id of [reserved.id, held.id]) {
+      const refused = (await mallory.callTool({ name: 'task_get', arguments: { task_id: id } })) as Text;
+      expect(body(refused).error, `task ${String(id)}`).toMatchObject({ code: 'FORBIDDEN' });
+    }
+    expect(body(await mallory.callTool({ name: 'task_get', arguments: { task_id: open.id } }))).toMatchObject({ title: 'anyone may claim' });
+    const listed = body(await mallory.callTool({ name: 'task_list', arguments: { states: ['pending', 'claimed', 'in_progress'] } })).tasks as Array<{ id: number }>;
+    expect(listed.map((t) => t.id)).toEqual([open.id]);
+    const aliceSees = body(await alice.callTool({ name: 'task_list', arguments: { states: ['pending', 'claimed'] } })).tasks as Array<{ id: number }>;
+    expect(aliceSees.map((t) => t.id)).toEqual([reserved.id, held.id, open.id]);
+  });
+
+  it('an internal failure reaches the model as TOOL_FAILED without its own text; the text goes to the server’s log', async () => {
+    const tm = freshManager();
+    const logged: string[] = [];
+    const server = createMcpServer({ agent: 'claude', manager: tm, tools: taskTools, log: (l) => logged.push(l) });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
+    await client.connect(clientSide);
+    onTestFinished(() => client.close());
+    await tm.close(); // every query now fails inside better-sqlite3
+    const failed = (await client.callTool({ name: 'task_list', arguments: {} })) as Text;
+    expect(failed.isError).toBe(true);
+    expect(body(failed).error).toEqual({ code: 'TOOL_FAILED', message: "task_list failed inside the server; its operator can read why in the server's log" });
+    expect(logged.join('\n')).toMatch(/task_list failed: .*(database|connection)/i);
+    expect(agent('claude').role).toBe('agent');
   });
 });

@@ -98,6 +98,12 @@ export function prepareReads(db: Db): Reads {
       if (query.creator !== undefined) (where.push('creator = ?'), params.push(query.creator));
       if (query.queue !== undefined) (where.push('queue = ?'), params.push(query.queue));
       if (query.afterId !== undefined) (where.push('id > ?'), params.push(query.afterId));
+      const reader = query.visibleTo;
+      if (reader !== undefined && reader.role === 'agent') {
+        // authority.ts mayRead, as SQL: what it created, what it holds or held, what it may claim now.
+        where.push("((creator = ? AND creator_role = ?) OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))");
+        params.push(reader.id, reader.role, reader.id, reader.id);
+      }
       const limit = query.limit ?? DEFAULT_PAGE;
       const states = [...new Set(query.states ?? [])];
       const page = (state: string | undefined): Task[] => {
