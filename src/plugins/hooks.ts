@@ -137,8 +137,13 @@ export const DEFAULT_HOOK_TIMEOUT_MS = 5000;
 /** @see HookRegistryOptions.observerTimeoutMs */
 export const DEFAULT_OBSERVER_TIMEOUT_MS = 10_000;
 
+/** The longest timer Node keeps: past it, setTimeout fires after 1 ms. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
 function checkTimeout(name: string, ms: number): number {
-  if (!Number.isFinite(ms) || ms <= 0) throw new Error(`hook registry: ${name} must be a positive number of milliseconds, not ${String(ms)}`);
+  if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) {
+    throw new Error(`hook registry: ${name} must be a positive number of milliseconds up to ${MAX_TIMEOUT_MS}, not ${String(ms)}`);
+  }
   return ms;
 }
 

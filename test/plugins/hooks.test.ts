@@ -157,9 +157,10 @@ describe('hooks and plugins', () => {
     expect(given!.reason).toMatchObject({ name: 'TimeoutError' });
   });
 
-  it('time limits must be positive', () => {
+  it('time limits must be positive and within what a timer can hold', () => {
     expect(() => createHookRegistry({ timeoutMs: 0 })).toThrow('timeoutMs must be a positive number of milliseconds');
     expect(() => createHookRegistry({ observerTimeoutMs: Number.NaN })).toThrow('observerTimeoutMs must be a positive number');
+    expect(() => createHookRegistry({ timeoutMs: 2 ** 31 })).toThrow('timeoutMs must be a positive number of milliseconds up to 2147483647');
   });
 
   it('hooks run in order: a block wins, rewritten arguments reach the next hook', async () => {
