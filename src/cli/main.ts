@@ -16,6 +16,7 @@ import { registerServeCommand } from './serve-command.js';
 import { registerTicketCommands } from './ticket-commands.js';
 import { registerToolCommands } from './tool-commands.js';
 import { type Run, registerTaskCommands } from './task-commands.js';
+import { oneLine as onOneLine } from '../workers/text.js';
 
 export interface CliIo {
   stdout: (line: string) => void;
@@ -27,8 +28,9 @@ const defaultIo: CliIo = {
   stderr: (line) => process.stderr.write(`${line}\n`),
 };
 
+/** An error message on one line; linear, since a message may quote an agent's card. */
 function oneLine(text: string): string {
-  return text.replace(/\s*\n\s*/g, ' ').trim();
+  return onOneLine(text).trim();
 }
 
 /** Runs the CLI on `argv` (without node and script) and resolves to the exit code. */

@@ -4,7 +4,13 @@
  * starts. Hooks run in registration order and are awaited. `tool_before` hooks may block
  * a call or rewrite its arguments, and they fail closed: a hook that throws, times out or
  * is aborted denies the call, with a message that names the plugin.
+ *
+ * Every hook call — `tool_before`, each observer hook, each verifier — is time-boxed
+ * (timebox.ts) and gets `signal`, its own AbortSignal, which fires when its time limit
+ * passes or the run's signal aborts. Callers pass the run's signal as `signal` (optional
+ * for observers and verifiers); the handler sees the hook's signal in its place.
  */
+import { type Boxed, describeFailure, timebox } from './timebox.js';
 
 export const HOOK_NAMES = ['tool_before', 'tool_after', 'run_start', 'run_end', 'task_transition', 'session_reset'] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
@@ -19,6 +25,10 @@ export interface ToolCallContext {
   /** The acting agent, bound by the runtime. */
   agent: string;
   card: Record<string, unknown>;
+  /**
+   * In a hook's payload: the hook's signal, fired at its time limit or when the run is
+   * stopped. Given to `toolBefore` / `emit`: the run's signal, from which the hook's derives.
+   */
   signal: AbortSignal;
   /** What the runtime offers (e.g. `manager`, a TaskManager). */
   services: Record<string, unknown>;
@@ -30,11 +40,16 @@ export type ToolBeforeResult = void | undefined | { block: string } | { args: Re
 export interface HookPayloads {
   tool_before: ToolCallContext;
   tool_after: ToolCallContext & { ok: boolean; result?: unknown; error?: string };
-  run_start: { taskId: number; runId: number; agent: string; resumed: boolean };
-  run_end: { taskId: number; runId: number; agent: string; phase: string; stopReason: string };
-  task_transition: { taskId: number; from: string; to: string; actor: string };
-  session_reset: { taskId: number; runId: number; reason: string };
+  run_start: { taskId: number; runId: number; agent: string; resumed: boolean; signal: AbortSignal };
+  run_end: { taskId: number; runId: number; agent: string; phase: string; stopReason: string; signal: AbortSignal };
+  task_transition: { taskId: number; from: string; to: string; actor: string; signal: AbortSignal };
+  session_reset: { taskId: number; runId: number; reason: string; signal: AbortSignal };
 }
+
+export type ObserverHook = Exclude<HookName, 'tool_before'>;
+
+/** What a caller hands the registry: a payload whose `signal`, if any, is the run's. */
+export type WithRunSignal<T> = Omit<T, 'signal'> & { signal?: AbortSignal };
 
 export type HookHandler<H extends HookName> = (payload: HookPayloads[H]) => H extends 'tool_before' ? ToolBeforeResult | Promise<ToolBeforeResult> : void | Promise<void>;
 
@@ -44,6 +59,8 @@ export interface VerifyInput {
   decision: { action: string; tool?: string; args?: Record<string, unknown>; reason: string };
   taskId: number;
   runId: number;
+  /** The verifier's signal, fired at its time limit or when the run is stopped. */
+  signal: AbortSignal;
 }
 
 /** 0 blocks the answer, 1 is weak (also blocked, counted apart), 2 or more passes. */
@@ -76,28 +93,87 @@ export interface HookRegistry {
   /** Closes registration: the runtime is starting. */
   close(): void;
   readonly plugins: string[];
-  /** Runs `tool_before` hooks in order; fails closed. */
+  /**
+   * Runs `tool_before` hooks in order, each within `timeoutMs`; fails closed. `ctx.signal`
+   * is the run's. A hook that was cut (timed out, aborted) has no effect on the chain: its
+   * late answer is dropped and the call is denied. Each hook gets its own copy of the
+   * arguments, so only a returned `{args}` rewrites them.
+   */
   toolBefore(ctx: ToolCallContext, timeoutMs?: number): Promise<GateHookVerdict>;
-  /** Scores an answer with every verifier; the lowest score wins. Null when none is registered. A verifier that throws scores 0. */
-  verify(input: VerifyInput): Promise<{ score: number; reason: string; plugin: string } | null>;
-  /** Runs observer hooks; a failure is reported, never thrown into the loop. */
-  emit<H extends Exclude<HookName, 'tool_before'>>(hook: H, payload: HookPayloads[H]): Promise<void>;
+  /**
+   * Scores an answer with every verifier, each within `timeoutMs`; the lowest score wins.
+   * Null when none is registered. A verifier that throws, times out or is aborted scores 0.
+   */
+  verify(input: WithRunSignal<VerifyInput>): Promise<{ score: number; reason: string; plugin: string } | null>;
+  /**
+   * Runs observer hooks in order, each within `observerTimeoutMs`; a failure or a timeout is
+   * reported through `onError`, never thrown into the loop, and the next hook still runs.
+   * Resolves within (number of handlers) × `observerTimeoutMs` whatever the handlers do. A
+   * stop of the run fires the handlers' signals but does not cut the wait: a stopped run's
+   * observers are still told.
+   */
+  emit<H extends ObserverHook>(hook: H, payload: WithRunSignal<HookPayloads[H]>): Promise<void>;
 }
 
 export interface HookRegistryOptions {
-  /** Reports an observer hook that failed. @defaultValue writes to stderr */
+  /**
+   * Reports an observer hook that threw or timed out (`err` is then a `TimeoutError`).
+   * @defaultValue writes one line to stderr
+   */
   onError?: (plugin: string, hook: HookName, err: unknown) => void;
-  /** Per-call timeout of a `tool_before` hook. @defaultValue 5000 */
+  /** Time limit of one `tool_before` hook call and of one verifier call, in ms. @defaultValue 5000 */
   timeoutMs?: number;
+  /**
+   * Time limit of one observer hook call (`tool_after`, `run_start`, `run_end`,
+   * `task_transition`, `session_reset`), in ms. Longer than a gate's: observers report
+   * outward (a webhook, a log shipper) and decide nothing, yet each is awaited in turn, so
+   * a stuck one costs a run at most this long per call. @defaultValue 10000
+   */
+  observerTimeoutMs?: number;
+}
+
+/** @see HookRegistryOptions.timeoutMs */
+export const DEFAULT_HOOK_TIMEOUT_MS = 5000;
+/** @see HookRegistryOptions.observerTimeoutMs */
+export const DEFAULT_OBSERVER_TIMEOUT_MS = 10_000;
+
+/** The longest timer Node keeps: past it, setTimeout fires after 1 ms. */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+function checkTimeout(name: string, ms: number): number {
+  if (!Number.isFinite(ms) || ms <= 0 || ms > MAX_TIMEOUT_MS) {
+    throw new Error(`hook registry: ${name} must be a positive number of milliseconds up to ${MAX_TIMEOUT_MS}, not ${String(ms)}`);
+  }
+  return ms;
+}
+
+/**
+ * A hook's own copy of the arguments (null when they hold what cannot be copied). With a
+ * copy, mutating its payload in place changes nothing — not even after the hook was cut —
+ * and a rewrite is always a new object, which the gate parses and scope-checks again.
+ */
+function copyArgs(args: Record<string, unknown>): Record<string, unknown> | null {
+  try {
+    return structuredClone(args);
+  } catch {
+    return null;
+  }
+}
+
+/** Why a cut or failed call failed, in the words of a denial or a report. */
+function failure(outcome: Exclude<Boxed<unknown>, { ok: true }>): string {
+  return outcome.aborted ? 'aborted' : describeFailure(outcome.error);
 }
 
 export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry {
   const handlers = new Map<HookName, Registered[]>(HOOK_NAMES.map((h) => [h, []]));
   const plugins: string[] = [];
   const verifiers: Array<{ plugin: string; fn: Verifier }> = [];
+  const gateTimeout = checkTimeout('timeoutMs', opts.timeoutMs ?? DEFAULT_HOOK_TIMEOUT_MS);
+  const observerTimeout = checkTimeout('observerTimeoutMs', opts.observerTimeoutMs ?? DEFAULT_OBSERVER_TIMEOUT_MS);
   let closed = false;
   const report =
-    opts.onError ?? ((plugin, hook, err) => process.stderr.write(`taskloop: plugin ${plugin} failed in ${hook}: ${err instanceof Error ? err.message : String(err)}\n`));
+    opts.onError ?? ((plugin, hook, err) => process.stderr.write(`taskloop: plugin ${plugin} failed in ${hook}: ${describeFailure(err)}\n`));
 
   return {
     plugins,
@@ -130,58 +206,62 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
     close() {
       closed = true;
     },
-    async toolBefore(ctx, timeoutMs = opts.timeoutMs ?? 5000) {
+    async toolBefore(ctx, timeoutMs = gateTimeout) {
+      checkTimeout('timeoutMs', timeoutMs);
       let args = ctx.args;
       for (const { plugin, handler } of handlers.get('tool_before')!) {
         if (ctx.signal.aborted) return { ok: false, reason: `plugin ${plugin}: the call was aborted before its tool_before hook; denied` };
-        let timer: NodeJS.Timeout | undefined;
-        let onAbort: (() => void) | undefined;
-        try {
-          const outcome = await Promise.race([
-            Promise.resolve().then(() => (handler as (p: ToolCallContext) => ToolBeforeResult | Promise<ToolBeforeResult>)({ ...ctx, args })),
-            new Promise<never>((_, reject) => {
-              timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms`)), timeoutMs);
-              onAbort = () => reject(new Error('aborted'));
-              ctx.signal.addEventListener('abort', onAbort, { once: true });
-            }),
-          ]);
-          if (outcome !== undefined && outcome !== null && typeof outcome === 'object') {
-            if ('block' in outcome) return { ok: false, reason: `blocked by plugin ${plugin}: ${outcome.block}` };
-            if ('args' in outcome && typeof outcome.args === 'object' && outcome.args !== null) args = outcome.args;
+        const hook = handler as (p: ToolCallContext) => ToolBeforeResult | Promise<ToolBeforeResult>;
+        const snapshot = copyArgs(args);
+        if (snapshot === null) return { ok: false, reason: `plugin ${plugin}: the arguments cannot be copied for its tool_before hook; denied` };
+        const outcome = await timebox((signal) => hook({ ...ctx, args: snapshot, signal }), { ms: timeoutMs, parent: ctx.signal, cutOnAbort: true });
+        if (!outcome.ok) return { ok: false, reason: `plugin ${plugin} failed in tool_before (${failure(outcome)}); denied` };
+        const answer = outcome.value;
+        if (answer !== undefined && answer !== null && typeof answer === 'object') {
+          if ('block' in answer) return { ok: false, reason: `blocked by plugin ${plugin}: ${String(answer.block)}` };
+          if ('args' in answer && typeof answer.args === 'object' && answer.args !== null) {
+            const rewritten = copyArgs(answer.args);
+            if (rewritten === null) return { ok: false, reason: `plugin ${plugin} rewrote the arguments into values that cannot be copied; denied` };
+            args = rewritten;
           }
-        } catch (err) {
-          return { ok: false, reason: `plugin ${plugin} failed in tool_before (${err instanceof Error ? err.message : String(err)}); denied` };
-        } finally {
-          clearTimeout(timer);
-          if (onAbort !== undefined) ctx.signal.removeEventListener('abort', onAbort);
         }
       }
       return { ok: true, args };
     },
     async verify(input) {
       let worst: { score: number; reason: string; plugin: string } | null = null;
+      const { signal: runSignal, ...rest } = input;
       for (const { plugin, fn } of verifiers) {
-        let score: number;
+        const outcome = await timebox((signal) => fn({ ...rest, signal }), { ms: gateTimeout, parent: runSignal, cutOnAbort: true });
+        let score = 0;
         let reason: string;
-        try {
-          const verdict = await fn(input);
-          score = typeof verdict === 'number' ? verdict : verdict.score;
-          reason = typeof verdict === 'number' ? `score ${verdict}` : (verdict.reason ?? `score ${verdict.score}`);
-          if (!Number.isFinite(score)) throw new Error(`returned ${String(score)}, not a score`);
-        } catch (err) {
-          score = 0;
-          reason = `the verifier failed (${err instanceof Error ? err.message : String(err)})`;
+        if (!outcome.ok) {
+          reason = outcome.timedOut ? `the verifier ${failure(outcome)}` : `the verifier failed (${failure(outcome)})`;
+        } else {
+          const verdict = outcome.value;
+          const raw = typeof verdict === 'number' ? verdict : verdict?.score;
+          if (typeof raw === 'number' && Number.isFinite(raw)) {
+            score = raw;
+            reason = typeof verdict === 'number' ? `score ${verdict}` : (verdict.reason ?? `score ${raw}`);
+          } else {
+            reason = `the verifier failed (returned ${String(raw)}, not a score)`;
+          }
         }
         if (worst === null || score < worst.score) worst = { score, reason, plugin };
       }
       return worst;
     },
     async emit(hook, payload) {
+      const { signal: runSignal, ...rest } = payload;
       for (const { plugin, handler } of handlers.get(hook)!) {
-        try {
-          await (handler as (p: typeof payload) => unknown)(payload);
-        } catch (err) {
-          report(plugin, hook, err);
+        const observe = handler as (p: unknown) => unknown;
+        const outcome = await timebox((signal) => observe({ ...rest, signal }), { ms: observerTimeout, parent: runSignal, cutOnAbort: false });
+        if (!outcome.ok) {
+          try {
+            report(plugin, hook, outcome.error);
+          } catch {
+            // A throwing reporter must not turn an observer's failure into the loop's.
+          }
         }
       }
     },

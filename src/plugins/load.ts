@@ -11,10 +11,11 @@ export interface PluginSpec {
   options?: Record<string, unknown>;
 }
 
-const BUILT_IN: Record<string, Plugin> = { task_enforcer: taskEnforcer };
+/** A Map: a spec is configuration text, and `constructor` must not name a built-in. */
+const BUILT_IN: ReadonlyMap<string, Plugin> = new Map([['task_enforcer', taskEnforcer]]);
 
 async function resolvePlugin(spec: string): Promise<Plugin> {
-  const builtIn = BUILT_IN[spec];
+  const builtIn = BUILT_IN.get(spec);
   if (builtIn !== undefined) return builtIn;
   // A file that exists is a path (relative to the working directory); anything else a package.
   const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;

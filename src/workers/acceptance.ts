@@ -37,11 +37,15 @@ export interface AcceptanceInput {
   signal: AbortSignal;
 }
 
-/** Reads `a.b.c` from a nested object. */
+/**
+ * Reads `a.b.c` from a nested object (array items by index: `items.0`). Own properties
+ * only: a path is untrusted, and `constructor`, `__proto__` or `toString` would otherwise
+ * "exist" on every object and let `equals` reach prototype values.
+ */
 export function lookup(root: unknown, path: string): { found: boolean; value: unknown } {
   let node: unknown = root;
   for (const part of path.split('.')) {
-    if (node === null || typeof node !== 'object' || !(part in (node as object))) return { found: false, value: undefined };
+    if (node === null || typeof node !== 'object' || !Object.hasOwn(node, part)) return { found: false, value: undefined };
     node = (node as Record<string, unknown>)[part];
   }
   return { found: true, value: node };
@@ -85,7 +89,9 @@ export async function runAcceptance(input: AcceptanceInput): Promise<AcceptanceR
       continue;
     }
     const out = await input.read(call.tool, call.args);
-    if (out.ok) finalState[name] = out.result;
+    // Defined, not assigned: a final_state named `__proto__` stays an own entry, never the
+    // prototype (zod drops such a key from a card today; this does not rest on that).
+    if (out.ok) Object.defineProperty(finalState, name, { value: out.result, enumerable: true, writable: true, configurable: true });
     else unreachable.push(`${name}: ${out.error}`);
   }
   const checks: CheckResult[] = [];

@@ -5,7 +5,7 @@
  * `transient` times (default 2), then the item — and the run — fails. The planner may replan:
  * change the items that are not done yet, and nothing else of the card.
  */
-import type { TaskCard } from '../engine/index.js';
+import { type TaskCard, cardSchema } from '../engine/index.js';
 import type { PlanView } from './planner.js';
 
 export type ItemStatus = 'pending' | 'in_progress' | 'done' | 'failed';
@@ -80,30 +80,93 @@ export function recordPlanCall(plan: PlanState, tool: string, ok: boolean, seq: 
 /** The card fields a replan may never touch (seed 004): scope, allowlist, budget, approvals, termination rules. */
 export const FROZEN = ['goal', 'planner', 'model', 'allowed_tools', 'observe', 'scope', 'budget', 'approval', 'final_state', 'acceptance', 'loop', 'script', 'launch_allowlist'];
 
+/** The most items a replan may propose (a planner's answer is untrusted, and each item reaches every later prompt). */
+export const MAX_REPLAN_ITEMS = 100;
+
+/** Fields of an item the loop keeps from evidence; a replan may not set them. */
+const LOOP_OWNED = ['status', 'evidence', 'failures'];
+
+const cardItem = cardSchema.shape.plan.unwrap().element;
+/**
+ * A replanned item: the card's own plan-item schema (strict, `transient` within its bounds),
+ * less `status` — only evidence completes an item — and with `success_evidence` held to tool
+ * names like `allowed_actions`, since evidence is a call of one of those tools.
+ */
+const replanItem = cardItem.omit({ status: true }).extend({ success_evidence: cardItem.shape.allowed_actions });
+
 export type ReplanOutcome = { ok: true } | { ok: false; problems: string[] };
 
-/** Applies a proposed card change: only `plan`, and only its items not done yet. */
 /** An item as the planner is shown it (the card's own field names). */
 export function planView(item: PlanItem): PlanView {
   return { id: item.id, goal: item.goal, status: item.status, allowed_actions: item.allowedActions, success_evidence: item.successEvidence };
 }
 
+const sameList = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/** How a proposed item differs from a done one, field by field. */
+function rewrites(done: PlanItem, proposed: PlanItem): string[] {
+  const changed: string[] = [];
+  if (proposed.goal !== done.goal) changed.push('goal');
+  if (!sameList(proposed.allowedActions, done.allowedActions)) changed.push('allowed_actions');
+  if (!sameList(proposed.successEvidence, done.successEvidence)) changed.push('success_evidence');
+  if (proposed.transient !== done.transient) changed.push('failure_policy');
+  return changed;
+}
+
+/**
+ * Applies a proposed card change (a planner's, so untrusted): only `plan`, every item parsed
+ * strictly by the replan item schema. Items already done must be kept, as they are: they
+ * keep their status and evidence. An item kept by id keeps its failure count, so a replan
+ * does not reset retries. Any problem refuses the whole replan and leaves the plan unchanged.
+ */
 export function replan(plan: PlanState, proposed: Record<string, unknown>): ReplanOutcome {
   const problems = Object.keys(proposed)
     .filter((k) => k !== 'plan')
     .map((k) => (FROZEN.includes(k) ? `replanning may not change ${k}` : `a replan may only change plan, not ${k}`));
   const items = proposed.plan;
   if (!Array.isArray(items)) problems.push('a replan must carry plan: the new list of plan items');
-  if (problems.length > 0) return { ok: false, problems };
+  else if (items.length > MAX_REPLAN_ITEMS) problems.push(`plan: a replan may propose at most ${MAX_REPLAN_ITEMS} items, not ${items.length}`);
+  if (problems.length > 0 || !Array.isArray(items)) return { ok: false, problems };
+
   const next: PlanItem[] = [];
-  for (const raw of items as unknown[]) {
-    const r = raw as Partial<RawItem>;
-    if (typeof r?.id !== 'string' || typeof r.goal !== 'string') return { ok: false, problems: ['each plan item needs an id and a goal'] };
-    const done = plan.items.find((i) => i.id === r.id && i.status === 'done');
-    next.push(done ?? toItem({ allowed_actions: [], success_evidence: [], status: 'pending', ...r } as RawItem));
-  }
+  const seen = new Set<string>();
+  items.forEach((raw: unknown, n) => {
+    const where = `plan.${n}`;
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) {
+      problems.push(`${where}: a plan item is an object with an id and a goal`);
+      return;
+    }
+    const owned = LOOP_OWNED.filter((k) => Object.hasOwn(raw, k));
+    for (const k of owned) problems.push(`${where}.${k}: kept by the loop from evidence; a replan may not set it`);
+    const rest = Object.fromEntries(Object.entries(raw).filter(([k]) => !LOOP_OWNED.includes(k)));
+    const parsed = replanItem.safeParse(rest);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) problems.push(`${[where, ...issue.path].join('.')}: ${issue.message}`);
+      return;
+    }
+    if (owned.length > 0) return;
+    const item = toItem({ ...parsed.data, status: 'pending' });
+    if (seen.has(item.id)) {
+      problems.push(`${where}.id: plan item ${item.id} appears twice`);
+      return;
+    }
+    seen.add(item.id);
+    const kept = plan.items.find((i) => i.id === item.id);
+    if (kept?.status === 'done') {
+      const changed = rewrites(kept, item);
+      if (changed.length > 0) problems.push(`${where}: plan item ${kept.id} is done and may not be rewritten (${changed.join(', ')} changed)`);
+      next.push(kept);
+      return;
+    }
+    if (kept !== undefined) {
+      item.failures = kept.failures;
+      item.status = kept.status;
+    }
+    next.push(item);
+  });
   const dropped = plan.items.filter((i) => i.status === 'done' && !next.includes(i));
-  if (dropped.length > 0) return { ok: false, problems: [`a replan may not drop done items (${dropped.map((i) => i.id).join(', ')})`] };
+  if (dropped.length > 0) problems.push(`plan: a replan may not drop done items (${dropped.map((i) => i.id).join(', ')})`);
+  if (problems.length > 0) return { ok: false, problems };
   plan.items = next;
   plan.version++;
   return { ok: true };

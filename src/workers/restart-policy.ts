@@ -35,11 +35,13 @@ export interface PolicyInput {
   goal: string;
   decision: Decision;
   answers: AnswerCounts;
+  /** The run's signal: a stop fires the verifiers' signals and scores the answer 0. @defaultValue none */
+  signal?: AbortSignal;
 }
 
 export async function applyRestartPolicy(input: PolicyInput): Promise<PolicyOutcome> {
   const { decision, answers } = input;
-  const verdict = await input.hooks.verify({ goal: input.goal, decision, taskId: input.fence.taskId, runId: input.runId });
+  const verdict = await input.hooks.verify({ goal: input.goal, decision, taskId: input.fence.taskId, runId: input.runId, signal: input.signal });
   if (verdict === null) return { kind: 'act' };
   if (verdict.score >= 2) {
     answers.blocked = 0;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseCombo } from '../../src/tools/desktop/keys.js';
+import { keyName, nutKeyCode, parseCombo } from '../../src/tools/desktop/keys.js';
 import { nutKeysFor, nutStrokes } from '../../src/tools/desktop/us-keys.js';
 
 describe('text to key presses on a US layout', () => {
@@ -30,5 +30,25 @@ describe('text to key presses on a US layout', () => {
     expect(parseCombo('a+b')).toEqual({ ok: false, problem: 'only the last key of "a+b" may be other than ctrl, shift, alt or super' });
     expect(parseCombo('ctrl+ctrl')).toMatchObject({ ok: false, problem: '"ctrl" is given twice' });
     expect(parseCombo('ctrl+nope')).toMatchObject({ ok: false });
+  });
+
+  it('refuses key names that only exist on Object.prototype, like any unknown key', () => {
+    for (const name of ['constructor', '__proto__', 'toString', 'hasOwnProperty', 'valueOf', 'isPrototypeOf']) {
+      expect(keyName(name), name).toBeNull();
+      expect(parseCombo(name), name).toEqual({ ok: false, problem: expect.stringContaining(`unknown key "${name}"`) });
+      expect(parseCombo(`ctrl+${name}`), name).toMatchObject({ ok: false, problem: expect.stringContaining('unknown key') });
+    }
+    expect(nutKeysFor('__proto__')).toBeNull();
+  });
+
+  it("looks up a nut.js key code among the enum's own numeric entries only", () => {
+    // The shape of a TypeScript numeric enum such as nut.js's Key: names to codes and codes back to names.
+    const Key = { Escape: 0, 0: 'Escape', A: 1, 1: 'A' } as Record<string, unknown>;
+    expect(nutKeyCode(Key, 'A')).toBe(1);
+    expect(nutKeyCode(Key, 'Escape')).toBe(0);
+    expect(nutKeyCode(Key, '0')).toBeNull();
+    expect(nutKeyCode(Key, 'constructor')).toBeNull();
+    expect(nutKeyCode(Key, '__proto__')).toBeNull();
+    expect(nutKeyCode(Key, 'Nope')).toBeNull();
   });
 });

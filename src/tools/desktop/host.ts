@@ -10,6 +10,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { PNG } from 'pngjs';
 import type { HostOp, HostReply, HostRequest, Snapshot, WindowInfo } from './protocol.js';
+import { nutKeyCode } from './keys.js';
 import { nutStrokes } from './us-keys.js';
 
 const execFileAsync = promisify(execFile);
@@ -25,7 +26,14 @@ interface Nut {
   getWindows(): Promise<Array<{ title: Promise<string>; region: Promise<{ left: number; top: number; width: number; height: number }> }>>;
   Point: new (x: number, y: number) => unknown;
   Button: Record<'LEFT' | 'RIGHT' | 'MIDDLE', number>;
-  Key: Record<string, number>;
+  Key: Record<string, unknown>;
+}
+
+/** The code of a nut.js `Key` name; a name nut.js does not have is an error, never a prototype value. */
+function keyCode(n: Nut, name: string): number {
+  const code = nutKeyCode(n.Key, name);
+  if (code === null) throw new Error(`nut.js has no key ${name}`);
+  return code;
 }
 
 /** nut.js's ColorMode.BGR: the byte order X11 grabs come in. */
@@ -92,7 +100,7 @@ async function typeText(n: Nut, text: string, delayMs: number): Promise<{ typed:
   if (strokes !== null) {
     n.keyboard.config.autoDelayMs = 0;
     for (const keys of strokes) {
-      const codes = keys.map((k) => n.Key[k]!);
+      const codes = keys.map((k) => keyCode(n, k));
       await n.keyboard.pressKey(...codes);
       await n.keyboard.releaseKey(...codes);
       if (delayMs > 0) await sleep(delayMs);
@@ -131,11 +139,7 @@ async function perform(req: HostOp): Promise<unknown> {
     case 'type':
       return typeText(n, req.text, req.delayMs);
     case 'keys': {
-      const codes = req.keys.map((k) => {
-        const code = n.Key[k];
-        if (code === undefined) throw new Error(`nut.js has no key ${k}`);
-        return code;
-      });
+      const codes = req.keys.map((k) => keyCode(n, k));
       await n.keyboard.pressKey(...codes);
       await n.keyboard.releaseKey(...codes);
       return { pressed: req.keys };

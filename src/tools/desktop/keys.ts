@@ -5,7 +5,11 @@
  * together. A US layout is assumed, as nut.js assumes it.
  */
 
-const NAMED: Record<string, string> = {
+/**
+ * Named keys. A Map, not a plain object: a key name is untrusted, and an object lookup
+ * would find `constructor` or `__proto__` on Object.prototype.
+ */
+const NAMED: ReadonlyMap<string, string> = new Map(Object.entries({
   ctrl: 'LeftControl',
   control: 'LeftControl',
   shift: 'LeftShift',
@@ -45,7 +49,7 @@ const NAMED: Record<string, string> = {
   rightbracket: 'RightBracket',
   menu: 'Menu',
   print: 'Print',
-};
+}));
 
 const MAX_KEYS = 5;
 const MODIFIERS = new Set(['LeftControl', 'LeftShift', 'LeftAlt', 'LeftSuper']);
@@ -56,7 +60,18 @@ export function keyName(name: string): string | null {
   if (/^[a-z]$/.test(key)) return key.toUpperCase();
   if (/^[0-9]$/.test(key)) return `Num${key}`;
   if (/^f([1-9]|1[0-2])$/.test(key)) return key.toUpperCase();
-  return NAMED[key] ?? null;
+  return NAMED.get(key) ?? null;
+}
+
+/**
+ * A nut.js `Key` name → its code in nut.js's `Key` enum, or null. Own numeric entries only:
+ * the enum is a plain object (`constructor` is inherited) with reverse entries (`Key[0]` is
+ * a name, not a code).
+ */
+export function nutKeyCode(keyEnum: Readonly<Record<string, unknown>>, name: string): number | null {
+  if (!Object.hasOwn(keyEnum, name)) return null;
+  const code = keyEnum[name];
+  return typeof code === 'number' ? code : null;
 }
 
 /** `ctrl+s` → ['LeftControl', 'S']; a problem in words when the combination is not valid. */

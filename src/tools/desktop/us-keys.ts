@@ -5,25 +5,27 @@
  * with shift where the US layout needs it; text with any other character goes to xdotool.
  */
 
-/** The unshifted character of each key, by nut.js `Key` name. */
-const BASE: Record<string, string> = {
+/** The key of each unshifted character, by nut.js `Key` name (Maps: a character is untrusted input). */
+const BASE: ReadonlyMap<string, string> = new Map(Object.entries({
   '`': 'Grave', '-': 'Minus', '=': 'Equal', '[': 'LeftBracket', ']': 'RightBracket', '\\': 'Backslash',
   ';': 'Semicolon', "'": 'Quote', ',': 'Comma', '.': 'Period', '/': 'Slash', ' ': 'Space', '\n': 'Enter', '\t': 'Tab',
-};
+}));
 /** Shifted characters and the key they share. */
-const SHIFTED: Record<string, string> = {
+const SHIFTED: ReadonlyMap<string, string> = new Map(Object.entries({
   '~': 'Grave', '!': 'Num1', '@': 'Num2', '#': 'Num3', $: 'Num4', '%': 'Num5', '^': 'Num6', '&': 'Num7', '*': 'Num8',
   '(': 'Num9', ')': 'Num0', _: 'Minus', '+': 'Equal', '{': 'LeftBracket', '}': 'RightBracket', '|': 'Backslash',
   ':': 'Semicolon', '"': 'Quote', '<': 'Comma', '>': 'Period', '?': 'Slash',
-};
+}));
 
 /** The nut.js `Key` names that type one character (modifier first), or null when no key does. */
 export function nutKeysFor(ch: string): string[] | null {
   if (/^[a-z]$/.test(ch)) return [ch.toUpperCase()];
   if (/^[A-Z]$/.test(ch)) return ['LeftShift', ch];
   if (/^[0-9]$/.test(ch)) return [`Num${ch}`];
-  if (BASE[ch] !== undefined) return [BASE[ch]];
-  if (SHIFTED[ch] !== undefined) return ['LeftShift', SHIFTED[ch]];
+  const base = BASE.get(ch);
+  if (base !== undefined) return [base];
+  const shifted = SHIFTED.get(ch);
+  if (shifted !== undefined) return ['LeftShift', shifted];
   return null;
 }
 

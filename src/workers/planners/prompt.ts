@@ -4,17 +4,38 @@
  * only: the wire format (and the openai types) belong to llm.ts.
  */
 import type { DecideInput, StepSummary } from '../planner.js';
+import { clip, oneLine } from '../text.js';
 
-/** How much of the run the prompt carries. The model sees the tail of long runs only. */
+/**
+ * How much of the run the prompt carries. Every field that comes from a card, a tool or a
+ * planner is capped (characters, UTF-16 units) and a cut one ends in `… (N chars, cut)`, so
+ * the prompt's size is bounded whatever the run holds. The model sees the tail of long runs.
+ */
 export const PROMPT_LIMITS = {
+  /** Characters of the goal. */
+  goal: 4000,
   /** Earlier steps listed, newest last. */
   steps: 30,
   /** Characters of one step's result or error. */
   stepText: 300,
   /** Characters of one step's arguments (JSON). */
   stepArgs: 200,
-  /** Characters of the observation (JSON). */
+  /** Characters of the observation (JSON, error included). */
   observation: 4096,
+  /** Characters of a name: a tool, a step's tool, a plan item's id or status. */
+  name: 100,
+  /** Characters of a tool's description. */
+  toolDescription: 500,
+  /** Plan items listed, in order (the first not done is the current one). */
+  planItems: 50,
+  /** Characters of one plan item's goal. */
+  planItemGoal: 300,
+  /** Characters of one plan item's allowed_actions or success_evidence list, joined. */
+  planItemTools: 300,
+  /** Refusals listed, newest last. */
+  rejections: 20,
+  /** Characters of one refusal's reason. */
+  rejectionReason: 300,
 } as const;
 
 export interface PlannerPrompt {
@@ -48,15 +69,16 @@ A replan keeps every item already done (same id) and changes nothing else of the
 /** Builds the two messages of one decision. `vision` says whether the model accepts images. */
 export function buildPrompt(input: DecideInput, opts: { vision: boolean }): PlannerPrompt {
   const { goal, steps, observation, allowedTools, rejections } = input;
-  const sections: string[] = [`## Goal\n${goal}`];
+  const L = PROMPT_LIMITS;
+  const sections: string[] = [`## Goal\n${clip(goal, L.goal)}`];
 
-  const shown = steps.slice(-PROMPT_LIMITS.steps);
+  const shown = steps.slice(-L.steps);
   const omitted = steps.length - shown.length;
   const stepsHeading = omitted > 0 ? `## Earlier steps (last ${shown.length} of ${steps.length})` : '## Earlier steps';
   sections.push(`${stepsHeading}\n${shown.length === 0 ? '(none yet)' : shown.map(formatStep).join('\n')}`);
 
   const { imagePng, ...seen } = observation;
-  let obs = cap(toJson(seen), PROMPT_LIMITS.observation);
+  let obs = clip(toJson(seen), L.observation);
   if (imagePng !== undefined) {
     obs += opts.vision
       ? '\nA screenshot of the current screen is attached.'
@@ -65,20 +87,26 @@ export function buildPrompt(input: DecideInput, opts: { vision: boolean }): Plan
   sections.push(`## Observation\n${obs}`);
 
   const tools = allowedTools.map(
-    (t) => `- ${t.name} (${t.kind}): ${oneLine(t.description)}\n  parameters: ${toJson(t.parameters)}`,
+    (t) => `- ${line(t.name, L.name)} (${t.kind}): ${line(t.description, L.toolDescription)}\n  parameters: ${toJson(t.parameters)}`,
   );
   sections.push(`## Allowed tools\n${tools.length === 0 ? '(none: answer "done" or "fail")' : tools.join('\n')}`);
 
   if (input.plan !== undefined) {
-    const items = input.plan.map(
-      (i) => `- ${i.id} [${i.status}]: ${oneLine(i.goal)} (allowed: ${i.allowed_actions.join(', ') || 'any allowed tool'}; evidence: ${i.success_evidence.join(', ') || 'none'})`,
-    );
+    const items = input.plan.slice(0, L.planItems).map((i) => {
+      const allowed = line(i.allowed_actions.join(', '), L.planItemTools) || 'any allowed tool';
+      const evidence = line(i.success_evidence.join(', '), L.planItemTools) || 'none';
+      return `- ${line(i.id, L.name)} [${line(i.status, L.name)}]: ${line(i.goal, L.planItemGoal)} (allowed: ${allowed}; evidence: ${evidence})`;
+    });
+    const more = input.plan.length - items.length;
+    if (more > 0) items.push(`- … and ${more} more items`);
     sections.push(`## Plan\n${items.join('\n')}`);
   }
 
   if (rejections.length > 0) {
-    const lines = rejections.map((r) => `- ${r.tool}: ${oneLine(cap(r.reason, PROMPT_LIMITS.stepText))}`);
-    sections.push(`## Refused by the gate since your last decision\n${lines.join('\n')}`);
+    const lines = rejections.slice(-L.rejections).map((r) => `- ${line(r.tool, L.name)}: ${line(r.reason, L.rejectionReason)}`);
+    const earlier = rejections.length - lines.length;
+    const heading = earlier > 0 ? `## Refused by the gate since your last decision (last ${lines.length} of ${rejections.length})` : '## Refused by the gate since your last decision';
+    sections.push(`${heading}\n${lines.join('\n')}`);
   }
 
   const system = input.plan === undefined ? SYSTEM_PROMPT : `${SYSTEM_PROMPT}\n${PLAN_RULES}`;
@@ -89,13 +117,14 @@ export function buildPrompt(input: DecideInput, opts: { vision: boolean }): Plan
 
 /** `#4 action write_file ok {"path":"a.txt"} → wrote 12 bytes` */
 function formatStep(step: StepSummary): string {
-  const head = [`#${step.seq}`, step.kind, step.tool, step.status].filter((p) => p !== null).join(' ');
-  const args = step.args === null || step.args === undefined ? '' : ` ${oneLine(cap(toJson(step.args), PROMPT_LIMITS.stepArgs))}`;
+  const L = PROMPT_LIMITS;
+  const head = [`#${step.seq}`, step.kind, step.tool === null ? null : line(step.tool, L.name), line(step.status, L.name)].filter((p) => p !== null).join(' ');
+  const args = step.args === null || step.args === undefined ? '' : ` ${line(toJson(step.args), L.stepArgs)}`;
   const outcome =
     step.error !== null
-      ? ` → error: ${oneLine(cap(step.error, PROMPT_LIMITS.stepText))}`
+      ? ` → error: ${line(step.error, L.stepText)}`
       : step.result !== null
-        ? ` → ${oneLine(cap(step.result, PROMPT_LIMITS.stepText))}`
+        ? ` → ${line(step.result, L.stepText)}`
         : '';
   return `${head}${args}${outcome}`;
 }
@@ -109,10 +138,7 @@ function toJson(value: unknown): string {
   }
 }
 
-function cap(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max)}… (${text.length} chars, cut)`;
-}
-
-function oneLine(text: string): string {
-  return text.replace(/\s*\n\s*/g, ' ');
+/** Capped, then on one line: the cap bounds the work of what follows it. */
+function line(text: string, max: number): string {
+  return oneLine(clip(text, max));
 }

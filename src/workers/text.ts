@@ -1,0 +1,30 @@
+/**
+ * Bounded, linear-time handling of untrusted text (a goal, a tool's output, a planner's
+ * reason). Every function here does work proportional to its input, and `clip` bounds the
+ * input of whatever runs after it: clip first, then reshape. No regex here has nested or
+ * adjacent quantifiers, which backtrack quadratically on a long run of whitespace (the old
+ * pattern `\s*\n\s*` took ~5 s on a 60 KB goal of spaces).
+ */
+
+/** Line terminators as JavaScript counts them. */
+const LINE_BREAK = /[\n\r\u2028\u2029]/;
+
+/**
+ * At most `max` UTF-16 units of `text`, then an ellipsis and the original length when it
+ * was cut (so the reader knows there was more). Never splits a surrogate pair.
+ */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  let end = max;
+  const last = text.charCodeAt(end - 1);
+  if (last >= 0xd800 && last <= 0xdbff) end--;
+  return `${text.slice(0, end)}… (${text.length} chars, cut)`;
+}
+
+/**
+ * The text on one line: each run of whitespace that holds a line break becomes one space;
+ * other whitespace is kept as it is. Linear: `\s+` consumes each run once.
+ */
+export function oneLine(text: string): string {
+  return text.replace(/\s+/g, (run) => (LINE_BREAK.test(run) ? ' ' : run));
+}
