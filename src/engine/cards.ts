@@ -38,7 +38,7 @@ const planItem = z.strictObject({
   id: z.string().min(1),
   goal: z.string().min(1),
   allowed_actions: z.array(toolName).default([]),
-  success_evidence: z.array(z.string()).default([]),
+  success_evidence: z.array(toolName).default([]),
   failure_policy: z.strictObject({ transient: z.int().min(0).max(2).default(2), permanent: z.literal('failed').default('failed') }).optional(),
   status: z.enum(['pending', 'in_progress', 'done', 'failed', 'blocked']).default('pending'),
 });

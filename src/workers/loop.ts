@@ -16,20 +16,20 @@ import {
   isEngineError,
   parseDuration,
 } from '../engine/index.js';
-import { type AcceptanceReport, runAcceptance } from './acceptance.js';
+import { runAcceptance } from './acceptance.js';
 import { budgetFromCard, exhausted } from './budget.js';
 import { checkCardWithTools, visionRefusal } from './card-check.js';
-import { buildEnvelope } from './envelope.js';
 import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
-import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout, movesFor, parksForInput, resumeCondition } from './loop-context.js';
+import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout } from './loop-context.js';
+import { createFinisher, progressOf } from './loop-finish.js';
 import { createDetectors } from './detectors.js';
 import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
-import { checkPlanAction, planView, progressVector, replan } from './plan.js';
+import { checkPlanAction, planView, replan } from './plan.js';
 import { createHookRegistry } from '../plugins/hooks.js';
 
 const PAUSE_RECHECK_MS = 1000;
@@ -41,51 +41,16 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   const hooks = ctx.hooks ?? createHookRegistry();
   const checked = checkCardWithTools(ctx.task.card, tools);
   const card = checked.ok ? checked.card : undefined;
+  // One signal for the run: tool calls, planner calls and every hook's own signal hang off it.
+  const abort = new AbortController();
   const opened = await runs.openRun(fence, budgetFromCard(card ?? ({ budget: {} } as TaskCard), ctx.now()));
   const run = opened.run;
   yield opened.resumed ? { type: 'run_resumed', run, reason: 'claimed again' } : { type: 'run_started', run };
-  await hooks.emit('run_start', { taskId: fence.taskId, runId: run.id, agent: fence.agent, resumed: opened.resumed });
+  await hooks.emit('run_start', { taskId: fence.taskId, runId: run.id, agent: fence.agent, resumed: opened.resumed, signal: abort.signal });
 
   const state: LoopState = rebuildState(run, opened.steps, card ?? ({ loop: { repeat_limit: 3, idle_rounds: 6 } } as TaskCard), tools);
-  const progress = () =>
-    progressVector(state.plan, {
-      openQuestions: state.trace.sideEffects.filter((s) => s.status === 'unknown').length,
-      evidence: state.plan.items.length > 0 ? state.plan.items.reduce((n, i) => n + i.evidence.length, 0) : state.trace.evidence.length,
-      stateVersion: state.detectors.stateVersion,
-      consecutiveFailures: state.usage.consecutiveFailures,
-    });
-  const finish = async (phase: FinalPhase, stopReason: string, extra: { message?: string; acceptance?: AcceptanceReport; moves?: TaskMove[] } = {}) => {
-    const envelope = buildEnvelope({
-      runId: run.id,
-      taskId: fence.taskId,
-      phase,
-      stopReason,
-      trace: state.trace,
-      stepCount: state.usage.steps,
-      checkpointVersion: state.lastSeq,
-      acceptance: extra.acceptance,
-      message: extra.message,
-      progress: progress(),
-      plan: state.plan.items.length > 0 ? state.plan.items : undefined,
-      resumeCondition: resumeCondition(fence.taskId, stopReason, state.trace.sideEffects),
-    });
-    if (parksForInput(phase, stopReason)) {
-      // Not an ending: the same run resumes, with its steps, budgets and planner position.
-      await runs.parkRun(fence, { runId: run.id, stopReason, envelope, usage: state.usage });
-      await hooks.emit('task_transition', { taskId: fence.taskId, from: 'in_progress', to: 'waiting', actor: fence.agent });
-      return { event: { type: 'run_finished' as const, envelope }, result: { runId: run.id, taskId: fence.taskId, phase, stopReason, envelope } };
-    }
-    const moves = extra.moves ?? movesFor(phase, extra.acceptance?.verdict === 'failed');
-    await runs.finishRun(fence, { runId: run.id, phase, stopReason, envelope, usage: state.usage, moves, result: envelope });
-    // The loop runs its task in progress; each move of its ending is reported to the plugins.
-    let from: string = 'in_progress';
-    for (const move of moves) {
-      await hooks.emit('task_transition', { taskId: fence.taskId, from, to: move.to, actor: move.by === 'assignee' ? fence.agent : (move.systemActor ?? 'loop') });
-      from = move.to;
-    }
-    await hooks.emit('run_end', { taskId: fence.taskId, runId: run.id, agent: fence.agent, phase, stopReason });
-    return { event: { type: 'run_finished' as const, envelope }, result: { runId: run.id, taskId: fence.taskId, phase, stopReason, envelope } };
-  };
+  const progress = () => progressOf(state);
+  const finish = createFinisher({ run, fence, runs, hooks, state, signal: abort.signal });
 
   if (card === undefined) {
     const fin = await finish('rejected', 'invalid_card', { message: `invalid card: ${checked.ok ? '' : checked.problems.join('; ')}` });
@@ -119,7 +84,6 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   }
 
   // Stop from any process: a control change aborts the in-flight tool or planner call.
-  const abort = new AbortController();
   let control: ControlState = await runs.getControl(fence.taskId);
   const refreshControl = async () => {
     control = await runs.getControl(fence.taskId);
@@ -280,7 +244,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       yield* settle(decideStep, 'ok', { result: decision, durationMs: performance.now() - t0, tokens });
 
       // The restart policy: an answer a verifier blocks or finds weak is not acted on.
-      const policy = await applyRestartPolicy({ hooks, runs, fence, runId: run.id, goal: card.goal, decision, answers });
+      const policy = await applyRestartPolicy({ hooks, runs, fence, runId: run.id, goal: card.goal, decision, answers, signal: abort.signal });
       if (policy.kind === 'give_up') {
         const fin = await finish('waiting_input', 'restart_limit', { message: policy.message });
         yield fin.event;
@@ -291,7 +255,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         state.summaries = [];
         state.detectors = createDetectors(card.loop.repeat_limit, card.loop.idle_rounds);
         rejections = [policy.rejection];
-        await hooks.emit('session_reset', { taskId: fence.taskId, runId: run.id, reason: policy.cause });
+        await hooks.emit('session_reset', { taskId: fence.taskId, runId: run.id, reason: policy.cause, signal: abort.signal });
         continue;
       }
       if (policy.kind === 'skip') {
