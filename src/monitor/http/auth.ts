@@ -5,8 +5,10 @@
  *
  * Tokens map to the actor the engine's rules are decided on:
  * - `TASKLOOP_TOKEN` maps to the operator (`{id: 'operator', role: 'operator'}`);
- * - `TASKLOOP_TOKENS`, a JSON object `{"<token>": {"id": "<name>", "role": "operator" | "agent"}}`,
+ * - `TASKLOOP_TOKENS`, a JSON object `{"<token>": {"id": "<name>", "role": "operator" | "reviewer" | "agent"}}`,
  *   adds named identities (an agent token may stop or approve only what its creator rules allow).
+ *   An agent's or reviewer's name must not be reserved, an operator's must not be a system
+ *   actor's (actors.ts): such a table is refused with RESERVED_NAME.
  * A presented token that matches none is refused even on loopback. Browsers sign in once
  * and carry a session cookie instead (session.ts), since an EventSource sends no headers.
  *
@@ -19,7 +21,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { type Actor, OPERATOR } from '../../engine/index.js';
+import { type Actor, EngineError, OPERATOR, assertBindableName, isSystemName } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 import { SESSION_COOKIE, type Sessions, cookieOf } from './session.js';
 
@@ -27,11 +29,24 @@ export type TokenTable = ReadonlyMap<string, Actor>;
 
 const identity = z.strictObject({
   id: z.string().min(1).max(100).regex(/^[^\u0000-\u001f\u007f]+$/, 'no control characters'),
-  role: z.enum(['operator', 'agent']),
+  role: z.enum(['operator', 'reviewer', 'agent']),
 });
 const tokenTable = z.record(z.string().min(16, 'tokens must be at least 16 characters'), identity);
 
-/** The tokens configured in the environment; throws a one-line Error when they are malformed. */
+/** The identity a TASKLOOP_TOKENS entry binds, checked against the reserved names (RESERVED_NAME). */
+function bind(who: z.infer<typeof identity>, where: string): Actor {
+  if (who.role !== 'operator') return { id: assertBindableName(who.id, where), role: who.role };
+  if (isSystemName(who.id)) {
+    throw new EngineError('RESERVED_NAME', `${where}: '${who.id}' is a system actor's name; an operator may not bear it either`, { name: who.id });
+  }
+  return { id: who.id, role: 'operator' };
+}
+
+/**
+ * The tokens configured in the environment. Throws a one-line Error when they are malformed,
+ * and an EngineError RESERVED_NAME when an entry takes a name it may not bear. Messages never
+ * quote a token: they name an entry by its place.
+ */
 export function tokensFromEnv(env: NodeJS.ProcessEnv = process.env): Map<string, Actor> {
   const tokens = new Map<string, Actor>();
   const single = env.TASKLOOP_TOKEN;
@@ -45,14 +60,17 @@ export function tokensFromEnv(env: NodeJS.ProcessEnv = process.env): Map<string,
     try {
       parsed = JSON.parse(many);
     } catch {
-      throw new Error('TASKLOOP_TOKENS is not valid JSON (expected {"<token>": {"id": "…", "role": "operator"|"agent"}})');
+      throw new Error('TASKLOOP_TOKENS is not valid JSON (expected {"<token>": {"id": "…", "role": "operator"|"reviewer"|"agent"}})');
     }
+    const keys = parsed !== null && typeof parsed === 'object' ? Object.keys(parsed) : [];
+    const entry = (token: string) => `TASKLOOP_TOKENS entry ${keys.indexOf(token) + 1}`;
     const table = tokenTable.safeParse(parsed);
     if (!table.success) {
       const issue = table.error.issues[0]!;
-      throw new Error(`TASKLOOP_TOKENS: ${issue.path.length > 0 ? `${issue.path.join('.')}: ` : ''}${issue.message}`);
+      const [token, ...field] = issue.path.map(String);
+      throw new Error(`${token === undefined ? 'TASKLOOP_TOKENS' : entry(token)}: ${field.length > 0 ? `${field.join('.')}: ` : ''}${issue.message}`);
     }
-    for (const [token, who] of Object.entries(table.data)) tokens.set(token, who);
+    for (const [token, who] of Object.entries(table.data)) tokens.set(token, bind(who, entry(token)));
   }
   return tokens;
 }
