@@ -88,11 +88,12 @@ export function registerDemoCommand(program: Command, run: Run): void {
           log: quiet ? undefined : (l) => ctx.log(`daemon: ${l}`),
         });
 
-        // The board, served while the demo runs (a taken port is no reason to fail the demo).
+        // The board, served while the demo runs (a taken port is no reason to fail the demo);
+        // startHttp prints its one-time sign-in link, so the board opens signed in.
         let board: HttpServer | undefined;
         try {
           board = await startHttp(ctx, { tm, runs, port: o.port === undefined ? 7070 : portArg(o.port, '--port'), log: () => undefined });
-          ctx.log(`board: ${board.url}/ (live while the demo runs; \`taskloop serve\` keeps it up afterwards)`);
+          ctx.log('the board: open the sign-in link above while the demo runs (`taskloop serve` keeps a board up afterwards)');
         } catch (err) {
           ctx.log(`board not started: ${err instanceof Error ? err.message : String(err)}`);
         }

@@ -3,10 +3,12 @@
  * SIGTERM. `taskloop daemon --http PORT` starts the same server in the daemon's process.
  */
 import type { Command } from 'commander';
-import { EngineError, type RunStore, type SqliteTaskStore, type TaskManager, createSqliteRunStore } from '../engine/index.js';
+import { EngineError, isEngineError, type RunStore, type SqliteTaskStore, type TaskManager, createSqliteRunStore } from '../engine/index.js';
 import { boardRoutes } from '../monitor/board/board.js';
 import { type HttpServer, type HttpServerOptions, createHttpServer } from '../monitor/http/server.js';
-import { isLoopback, tokensFromEnv } from '../monitor/http/auth.js';
+import { serverTokens, tokensFromEnv } from '../monitor/http/auth.js';
+import { SIGNIN_CODE_MS } from '../monitor/http/signin-codes.js';
+import { tokenFileFor } from '../monitor/http/token-file.js';
 import type { Route } from '../monitor/http/router.js';
 import { createMetrics } from '../monitor/metrics.js';
 import { createMonitor } from '../monitor/monitor.js';
@@ -27,28 +29,48 @@ export function portArg(text: string, flag: string): number {
 }
 
 /**
- * Starts the server and prints `listening on http://HOST:PORT` on stderr (scripts read the
- * port from it). Off loopback it refuses to start without a token (exit 2).
+ * Starts the server and prints, on stderr, `listening on http://HOST:PORT` (scripts read the
+ * port from it), the token file when the server generated its token (`<db>.http-token`), and
+ * the board's one-time sign-in link. A token configuration it cannot use — none off loopback,
+ * an unsafe token file — is a usage error (exit 2); a reserved name in TASKLOOP_TOKENS is
+ * RESERVED_NAME (exit 1).
  */
 export async function startHttp(ctx: CliContext, opts: HttpServerOptions): Promise<HttpServer> {
-  let tokens;
+  let credentials;
   try {
-    tokens = opts.tokens ?? tokensFromEnv();
+    credentials = serverTokens({ host: opts.host ?? '127.0.0.1', tokens: opts.tokens ?? tokensFromEnv(), tokenFile: opts.tokenFile ?? tokenFileFor(ctx.dbPath) });
   } catch (err) {
+    if (isEngineError(err)) throw err;
     throw new UsageError((err as Error).message);
-  }
-  const host = opts.host ?? '127.0.0.1';
-  if (!isLoopback(host) && tokens.size === 0) {
-    throw new UsageError(`refusing to serve on ${host} without a token: set TASKLOOP_TOKEN (or TASKLOOP_TOKENS), or bind to 127.0.0.1`);
   }
   // GET /metrics: the monitor's figures in Prometheus text format.
   const monitor = await createMonitor({ tm: opts.tm, runs: opts.runs });
   const metrics = createMetrics(monitor);
   const metricsRoute: Route = { method: 'GET', path: '/metrics', handler: async () => ({ text: await metrics.render(), contentType: metrics.contentType }) };
-  const server = await createHttpServer({ log: (line) => ctx.log(line), ...opts, tokens, extraRoutes: [...(opts.extraRoutes ?? []), metricsRoute, ...boardRoutes()] });
+  let server: HttpServer;
+  try {
+    server = await createHttpServer({
+      log: (line) => ctx.log(line),
+      ...opts,
+      tokens: credentials.tokens,
+      extraRoutes: [...(opts.extraRoutes ?? []), metricsRoute, ...boardRoutes()],
+    });
+  } catch (err) {
+    metrics.close();
+    monitor.close();
+    throw err;
+  }
   process.stderr.write(`listening on ${server.url}\n`);
+  if (credentials.tokenFile !== undefined) {
+    process.stderr.write(`operator token: in ${credentials.tokenFile} (only you can read it; send it as Authorization: Bearer)\n`);
+  }
+  const link = server.signInLink();
+  process.stderr.write(link === undefined
+    ? `board: ${server.url}/ (sign in with your token)\n`
+    : `board: ${link} (signs you in once, within ${SIGNIN_CODE_MS / 60_000} minutes; then use the token)\n`);
   return {
     ...server,
+    tokenFile: credentials.tokenFile,
     async close(graceMs?: number) {
       metrics.close();
       monitor.close();
@@ -85,7 +107,7 @@ function startSweeping(tm: TaskManager, runs: RunStore, ctx: CliContext): () => 
 export function registerServeCommand(program: Command, run: Run): void {
   program
     .command('serve')
-    .description('serve the HTTP API and event streams until SIGINT or SIGTERM (a token is required off loopback: TASKLOOP_TOKEN)')
+    .description('serve the HTTP API and event streams until SIGINT or SIGTERM; every request needs a token, loopback included: TASKLOOP_TOKEN, else on loopback one generated into DB.http-token')
     .option('--port <n>', 'port to listen on (default 7070; 0 picks a free one)')
     .option('--host <address>', 'address to bind (default 127.0.0.1)')
     .option('--agent <name>', 'the agent name attached tasks are claimed as (default http-HOST-PID)')

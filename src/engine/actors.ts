@@ -62,6 +62,11 @@ export function isReservedName(name: string): boolean {
   return RESERVED_NAMES.has(normalized(name));
 }
 
+/** A system component's name (compared as reserved names are): no operator may bear one either. */
+export function isSystemName(name: string): boolean {
+  return (SYSTEM_ACTOR_NAMES as readonly string[]).includes(normalized(name));
+}
+
 /**
  * Checks a name about to be bound to an agent or reviewer identity; throws `RESERVED_NAME`
  * with a one-line message naming where it was given.

@@ -5,18 +5,19 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type BrowserContext, type Page, chromium } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { OPERATOR, type SqliteTaskStore } from '../../src/engine/index.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
+import { tokenFileFor } from '../../src/monitor/http/token-file.js';
 import { ticketStore } from '../../src/tools/tickets.js';
 import { ROOT, freshManager, tempDir, waitFor } from '../helpers.js';
 import { startDaemonProcess } from '../workers/daemon-helpers.js';
 import { card as workerCard, harness, runCard } from '../workers/harness.js';
 import { fakeScreenTool } from '../fixtures/fake-screen.js';
-import { api, card, startServer } from './http-helpers.js';
+import { api, bearer, card, startServer } from './http-helpers.js';
 
 const CHROMIUM = process.env.TASKLOOP_CHROMIUM ?? '/usr/bin/chromium';
 const ARTIFACTS = join(ROOT, 'test-artifacts');
@@ -45,8 +46,8 @@ async function openBrowser(): Promise<{ context: BrowserContext; page: Page; dia
   return { context, page, dialogs, errors };
 }
 
-/** `taskloop serve --port 0` as a real process; resolves with its address. */
-async function spawnServe(db: string): Promise<{ child: ChildProcess; url: string; lines: string[] }> {
+/** `taskloop serve --port 0` as a real process; resolves with its address, its one-time sign-in link and its token. */
+async function spawnServe(db: string): Promise<{ child: ChildProcess; url: string; link: string; auth: Record<string, string>; lines: string[] }> {
   const child = spawn(process.execPath, [join(ROOT, 'bin/taskloop'), '--db', db, 'serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TASKLOOP_TOKEN: '', TASKLOOP_TOKENS: '' } });
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   onTestFinished(async () => {
@@ -60,8 +61,9 @@ async function spawnServe(db: string): Promise<{ child: ChildProcess; url: strin
   const lines: string[] = [];
   child.stderr!.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter((l) => l !== '')));
   child.stdout!.resume();
-  const line = await waitFor(() => lines.find((l) => l.startsWith('listening on ')), 20_000, `the listening line\n${lines.join('\n')}`);
-  return { child, url: line.slice('listening on '.length), lines };
+  const board = await waitFor(() => lines.find((l) => l.startsWith('board: ')), 20_000, `the board line\n${lines.join('\n')}`);
+  const url = lines.find((l) => l.startsWith('listening on '))!.slice('listening on '.length);
+  return { child, url, link: board.slice('board: '.length).split(' ')[0]!, auth: bearer(readFileSync(tokenFileFor(db), 'utf8').trim()), lines };
 }
 
 describe('the live board', () => {
@@ -75,14 +77,20 @@ describe('the live board', () => {
     });
     const { page, errors } = await openBrowser();
 
-    const response = await page.goto(`${served.url}/`);
+    // The link `taskloop serve` printed signs the browser in; the code leaves the address bar.
+    expect(served.link).toMatch(/\/\?signin=[\w-]+$/);
+    const response = await page.goto(served.link);
     expect(response!.status()).toBe(200);
     expect(response!.headers()['content-security-policy']).toContain("frame-ancestors 'none'");
     await page.locator('#conn[data-conn="live"]').waitFor({ timeout: 15_000 });
+    expect(page.url()).toBe(`${served.url}/`);
+    expect(await page.evaluate('window.location.search')).toBe('');
+    expect(await page.locator('#who').textContent()).toBe('operator (operator)');
+    expect(await page.locator('#signin').isHidden()).toBe(true);
     await expect.poll(() => page.locator('[data-column]').count()).toBe(8);
 
     // Created after the page loaded: the card, the approval and every move arrive over /api/events.
-    const created = await api(served.url, 'POST', '/api/tasks', { title: 'Raise T-1024 to urgent', card: ticketCard('T-1024'), attach: false });
+    const created = await api(served.url, 'POST', '/api/tasks', { title: 'Raise T-1024 to urgent', card: ticketCard('T-1024'), attach: false }, served.auth);
     expect(created.status, JSON.stringify(created.json)).toBe(201);
     const id = created.json.id as number;
 
@@ -117,12 +125,12 @@ describe('the live board', () => {
   });
 
   it('renders task titles as text, and the page’s origin passes the server’s checks where a foreign one does not', async () => {
-    const { url } = await startServer({ extraRoutes: boardRoutes() });
+    const { url, op, server } = await startServer({ extraRoutes: boardRoutes() });
     const title = '<img src=x onerror=alert(1)>';
-    const created = await api(url, 'POST', '/api/tasks', { title, card: card(), attach: false });
+    const created = await api(op, 'POST', '/api/tasks', { title, card: card(), attach: false });
     expect(created.status).toBe(201);
     const { page, dialogs, errors } = await openBrowser();
-    await page.goto(`${url}/board`);
+    await page.goto(server.signInLink()!.replace('/?', '/board?'));
     const item = page.locator(`[data-column="pending"] [data-task-id="${created.json.id}"] .title`);
     await item.waitFor({ timeout: 15_000 });
     expect(await item.textContent()).toBe(title);
@@ -130,24 +138,29 @@ describe('the live board', () => {
     await expect.poll(() => page.locator('#detail .detail-title').textContent()).toBe(`#${created.json.id} ${title}`);
     expect(await page.locator('img').count()).toBe(0);
 
+    expect(page.url()).toBe(`${url}/board`);
     // A same-origin POST from the page passes the origin check (stop-all answers 200).
     const stopAll = await page.evaluate(async () => (await fetch('/api/tasks/stop-all', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status);
     expect(stopAll).toBe(200);
     // A foreign origin is still refused.
-    const foreign = await api(url, 'POST', '/api/tasks/stop-all', {}, { origin: 'http://evil.example' });
+    const foreign = await api(op, 'POST', '/api/tasks/stop-all', {}, { origin: 'http://evil.example' });
     expect(foreign.status).toBe(403);
     expect(dialogs).toEqual([]);
     // This server has no GET /metrics (startHttp mounts it): the board hides the breaker state.
     expect(errors.filter((e) => !e.endsWith('/metrics)'))).toEqual([]);
   });
-  it('on a server that requires a token it asks for one, signs in, and stays live on the session cookie', async () => {
+  it('a used sign-in link is refused; then it asks for a token, signs in, and stays live on the session cookie', async () => {
     const token = 'board-token-0123456789';
-    const { url } = await startServer({ requireToken: true, tokens: new Map([[token, OPERATOR]]), extraRoutes: boardRoutes() });
+    const { url, server } = await startServer({ tokens: new Map([[token, OPERATOR]]), extraRoutes: boardRoutes() });
+    const link = server.signInLink()!;
+    expect((await api(url, 'POST', '/api/session', { code: new URL(link).searchParams.get('signin') })).status).toBe(200);
     const { page, errors } = await openBrowser();
-    await page.goto(`${url}/`);
+    await page.goto(link);
     const form = page.locator('#signin');
     await form.waitFor({ state: 'visible', timeout: 15_000 });
     expect(await page.locator('#conn').getAttribute('data-conn')).toBe('closed');
+    expect(await page.locator('#signin-error').textContent()).toBe('That sign-in link was used already or has expired. Paste a token instead.');
+    expect(page.url()).toBe(`${url}/`);
 
     await page.fill('#signin-token', 'not-the-token-0123456789');
     await page.click('#signin-form button[type="submit"]');
@@ -181,9 +194,9 @@ describe('the live board', () => {
       observe: { tool: 'fake_screen', args: {} },
       script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }],
     }));
-    const { url } = await startServer({ path: h.path, extraRoutes: boardRoutes() });
+    const { server } = await startServer({ path: h.path, extraRoutes: boardRoutes() });
     const { page, errors } = await openBrowser();
-    await page.goto(`${url}/`);
+    await page.goto(server.signInLink()!);
     await page.locator(`[data-task-id="${claim.id}"]`).first().click();
     const img = page.locator('#detail img.screen');
     await img.waitFor({ timeout: 15_000 });

@@ -1,16 +1,30 @@
-/** A real HTTP server on 127.0.0.1 over a fresh SQLite file, and a real SSE client on fetch. */
+/**
+ * A real HTTP server on 127.0.0.1 over a fresh SQLite file, and a real SSE client on fetch.
+ * Every request needs a credential: a test server keeps its generated operator token in
+ * `<db>.http-token` like `taskloop serve`, and `op` / `auth` carry it.
+ */
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
 import {
+  OPERATOR,
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
   createSqliteRunStore,
   createSqliteStore,
   createTaskManager,
+  sameActor,
 } from '../../src/engine/index.js';
 import { type HttpServer, type HttpServerOptions, createHttpServer } from '../../src/monitor/http/server.js';
+import { tokenFileFor } from '../../src/monitor/http/token-file.js';
 import { tempDir, waitFor } from '../helpers.js';
+
+/** A base URL and the headers every request to it carries (its credential). */
+export interface Client {
+  url: string;
+  headers: Record<string, string>;
+}
 
 export interface TestServer {
   server: HttpServer;
@@ -19,9 +33,19 @@ export interface TestServer {
   tm: TaskManager;
   runs: RunStore;
   db: SqliteTaskStore['db'];
+  /** `Authorization: Bearer <the operator's token>` (none when the server has no operator token). */
+  auth: Record<string, string>;
+  /** The server, called as the operator. */
+  op: Client;
 }
 
-/** Starts a server on port 0 (over `path`, or a new file); it and its store are closed when the test finishes. */
+/** `Authorization: Bearer <token>`. */
+export const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
+
+/**
+ * Starts a server on port 0 (over `path`, or a new file); it and its store are closed when the
+ * test finishes. Without `tokens` it generates its operator token into `<path>.http-token`.
+ */
 export async function startServer(opts: Partial<HttpServerOptions> & { path?: string } = {}): Promise<TestServer> {
   const path = opts.path ?? join(tempDir(), 'http.db');
   const store = createSqliteStore({ path });
@@ -29,7 +53,7 @@ export async function startServer(opts: Partial<HttpServerOptions> & { path?: st
   const runs = createSqliteRunStore(store);
   let server: HttpServer;
   try {
-    server = await createHttpServer({ tm, runs, port: 0, tokens: new Map(), ...opts });
+    server = await createHttpServer({ tm, runs, port: 0, tokens: new Map(), tokenFile: tokenFileFor(path), ...opts });
   } catch (err) {
     await tm.close();
     throw err;
@@ -38,7 +62,11 @@ export async function startServer(opts: Partial<HttpServerOptions> & { path?: st
     await server.close(2000);
     await tm.close();
   });
-  return { server, url: server.url, path, tm, runs, db: store.db };
+  const token = server.tokenFile !== undefined
+    ? readFileSync(server.tokenFile, 'utf8').trim()
+    : [...(opts.tokens ?? [])].find(([, actor]) => sameActor(actor, OPERATOR))?.[0];
+  const auth = token === undefined ? {} : bearer(token);
+  return { server, url: server.url, path, tm, runs, db: store.db, auth, op: { url: server.url, headers: auth } };
 }
 
 export interface ApiResult<T = any> {
@@ -47,8 +75,13 @@ export interface ApiResult<T = any> {
   json: T;
 }
 
-/** One JSON request; `body` may be a string (sent as is) or a value (sent as JSON). */
-export async function api<T = any>(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResult<T>> {
+/**
+ * One JSON request; `body` may be a string (sent as is) or a value (sent as JSON). A plain URL
+ * sends no credential; a Client sends its headers (`headers` add to or override them).
+ */
+export async function api<T = any>(target: string | Client, method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<ApiResult<T>> {
+  const base = typeof target === 'string' ? target : target.url;
+  const headers = { ...(typeof target === 'string' ? {} : target.headers), ...extra };
   const res = await fetch(`${base}${path}`, {
     method,
     headers: body === undefined ? headers : { 'content-type': 'application/json', ...headers },
@@ -161,8 +194,8 @@ export function card(over: Record<string, unknown> = {}): Record<string, unknown
 export const waitCard = (ms = 60_000) => card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms } }, { action: 'done' }] });
 
 /** Creates an attached task over HTTP and returns its id. */
-export async function createAttached(url: string, c: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<number> {
-  const r = await api(url, 'POST', '/api/tasks', { title: 'attached', card: c, ...extra });
+export async function createAttached(target: Client, c: Record<string, unknown>, extra: Record<string, unknown> = {}): Promise<number> {
+  const r = await api(target, 'POST', '/api/tasks', { title: 'attached', card: c, ...extra });
   if (r.status !== 201) throw new Error(`create: ${r.status} ${JSON.stringify(r.json)}`);
   return r.json.id as number;
 }

@@ -4,19 +4,18 @@ import { OPERATOR } from '../../src/engine/index.js';
 import { isLoopback, tokensFromEnv } from '../../src/monitor/http/auth.js';
 import { SESSION_MS, createSessions } from '../../src/monitor/http/session.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
-import { api, card, openStream, startServer } from './http-helpers.js';
+import { api, bearer, card, openStream, startServer } from './http-helpers.js';
 
 const TOKEN = 'operator-token-0123456789';
-const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
 describe('authentication', () => {
-  it('refuses to start where a token is required but none is set', async () => {
-    await expect(startServer({ requireToken: true, tokens: new Map() })).rejects.toThrow(/TASKLOOP_TOKEN/);
+  it('refuses to start without a token: off loopback, or on loopback with no token file to keep a generated one in', async () => {
+    await expect(startServer({ tokens: new Map(), tokenFile: undefined })).rejects.toThrow(/no token is configured: set TASKLOOP_TOKEN/);
     await expect(startServer({ host: '0.0.0.0', tokens: new Map() })).rejects.toThrow(/refusing to serve on 0\.0\.0\.0/);
   });
 
-  it('with a token required, every endpoint answers 401 without it, and the bearer of TASKLOOP_TOKEN acts as the operator', async () => {
-    const { url } = await startServer({ requireToken: true, tokens: new Map([[TOKEN, OPERATOR]]) });
+  it('on loopback every endpoint answers 401 without a credential, and the bearer of TASKLOOP_TOKEN acts as the operator', async () => {
+    const { url } = await startServer({ tokens: new Map([[TOKEN, OPERATOR]]) });
     for (const [method, path] of [['GET', '/api/health'], ['GET', '/api/tasks'], ['POST', '/api/tasks'], ['POST', '/api/tasks/stop-all'], ['GET', '/api/approvals'], ['GET', '/api/nothing']] as const) {
       const r = await api(url, method, path);
       expect(r.status, `${method} ${path}`).toBe(401);
@@ -42,12 +41,12 @@ describe('authentication', () => {
     expect((await api(local, 'GET', '/api/health', undefined, bearer(TOKEN))).json.status).toBe('ok');
   });
 
-  it('on loopback a request without a token is the operator; a token names its own identity, and the engine rules apply to it', async () => {
+  it('a token names its own identity, and the engine rules apply to it', async () => {
     const alice = 'alice-token-0123456789';
     const bob = 'bob-token-0123456789ab';
     const tokens = tokensFromEnv({ TASKLOOP_TOKENS: JSON.stringify({ [alice]: { id: 'alice', role: 'agent' }, [bob]: { id: 'bob', role: 'agent' } }) });
     const { url } = await startServer({ tokens });
-    expect((await api(url, 'POST', '/api/tasks', { title: 'op', attach: false })).json.creator).toBe('operator');
+    expect((await api(url, 'POST', '/api/tasks', { title: 'nobody', attach: false })).status).toBe(401);
     expect((await api(url, 'GET', '/api/health', undefined, bearer('not-a-token-0123456789'))).status).toBe(401);
 
     const mine = (await api(url, 'POST', '/api/tasks', { title: 'mine', card: card() }, bearer(alice))).json;
@@ -62,15 +61,16 @@ describe('authentication', () => {
   });
 
   it('refuses web pages of other origins and rebinding host names', async () => {
-    const { url, server } = await startServer();
-    const evil = await api(url, 'POST', '/api/tasks/stop-all', {}, { origin: 'http://evil.example' });
+    const { url, op, server } = await startServer();
+    // Refused for the origin even with the operator's credential.
+    const evil = await api(op, 'POST', '/api/tasks/stop-all', {}, { origin: 'http://evil.example' });
     expect(evil.status).toBe(403);
     expect(evil.json.error.code).toBe('ORIGIN_REFUSED');
-    expect((await api(url, 'GET', '/api/tasks', undefined, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
-    expect((await api(url, 'GET', '/api/tasks', undefined, { origin: url })).status).toBe(200);
+    expect((await api(op, 'GET', '/api/tasks', undefined, { 'sec-fetch-site': 'cross-site' })).status).toBe(403);
+    expect((await api(op, 'GET', '/api/tasks', undefined, { origin: url })).status).toBe(200);
 
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request({ host: '127.0.0.1', port: server.port, path: '/api/health', headers: { host: `rebound.example:${server.port}` } }, (res) => {
+      const req = request({ host: '127.0.0.1', port: server.port, path: '/api/health', headers: { ...op.headers, host: `rebound.example:${server.port}` } }, (res) => {
         res.resume();
         resolve(res.statusCode!);
       });
@@ -91,13 +91,13 @@ describe('authentication', () => {
   });
 });
 
-describe('browser sessions (the board on a server that requires a token)', () => {
+describe('browser sessions (how the board carries a credential)', () => {
   const session = (res: { headers: Headers }) => /taskloop_session=([^;]*)/.exec(res.headers.get('set-cookie') ?? '')?.[1];
 
   it('the board page needs no token; signing in with one sets an HttpOnly cookie that the API and the event stream accept', async () => {
     const alice = 'alice-token-0123456789';
     const tokens = new Map([[TOKEN, OPERATOR], [alice, { id: 'alice', role: 'agent' as const }]]);
-    const { url } = await startServer({ requireToken: true, tokens, extraRoutes: boardRoutes() });
+    const { url } = await startServer({ tokens, extraRoutes: boardRoutes() });
     const page = await fetch(`${url}/`);
     expect(page.status).toBe(200);
     expect(await page.text()).toContain('id="signin"');
@@ -115,7 +115,7 @@ describe('browser sessions (the board on a server that requires a token)', () =>
     expect(signedIn.headers.get('set-cookie')).toMatch(/^taskloop_session=[\w-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=43200$/);
     const cookie = { cookie: `theme=dark; taskloop_session=${session(signedIn)}` };
 
-    expect((await api(url, 'GET', '/api/session', undefined, cookie)).json).toEqual({ actor: { id: 'alice', role: 'agent' }, requires_token: true });
+    expect((await api(url, 'GET', '/api/session', undefined, cookie)).json).toEqual({ actor: { id: 'alice', role: 'agent' } });
     const created = await api(url, 'POST', '/api/tasks', { title: 'from the board', card: card(), attach: false }, cookie);
     expect(created.status).toBe(201);
     expect(created.json.creator).toBe('alice');

@@ -3,9 +3,9 @@ import { api, card, createAttached, openStream, startServer } from './http-helpe
 
 describe('the lifecycle of a run owned by a stream', () => {
   it('the owner renews the lease of its claim: a stale sweep never takes a long step away', async () => {
-    const { url, tm } = await startServer({ leaseMs: 300 });
-    const id = await createAttached(url, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 1500 } }, { action: 'done' }] }));
-    const stream = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth, tm } = await startServer({ leaseMs: 300 });
+    const id = await createAttached(op, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 1500 } }, { action: 'done' }] }));
+    const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     await stream.next((e) => e.event === 'step_started' && e.data.step.tool === 'wait', 'the wait call');
     // Sweep as a daemon would, far more often than the lease, until the run ends.
     const deadline = Date.now() + 15_000;
@@ -20,8 +20,8 @@ describe('the lifecycle of a run owned by a stream', () => {
 
   it('a server that shuts down gives its runs back at the next step boundary; a stream on the next server resumes them', async () => {
     const first = await startServer();
-    const id = await createAttached(first.url, card({ allowed_tools: ['wait', 'noop'], script: [{ action: 'tool', tool: 'wait', args: { ms: 300 } }, { action: 'tool', tool: 'noop' }, { action: 'done' }] }));
-    const stream = await openStream(`${first.url}/api/tasks/${id}/events`);
+    const id = await createAttached(first.op, card({ allowed_tools: ['wait', 'noop'], script: [{ action: 'tool', tool: 'wait', args: { ms: 300 } }, { action: 'tool', tool: 'noop' }, { action: 'done' }] }));
+    const stream = await openStream(`${first.url}/api/tasks/${id}/events`, first.auth);
     await stream.next((e) => e.event === 'step_started' && e.data.step.tool === 'wait', 'the wait call');
     await first.server.close(5000);
     await stream.ended;
@@ -31,13 +31,13 @@ describe('the lifecycle of a run owned by a stream', () => {
     expect(stream.events.at(-1)).toMatchObject({ event: 'task.transitioned', data: { data: { to: 'pending' } } });
 
     const second = await startServer({ path: first.path });
-    const resumed = await openStream(`${second.url}/api/tasks/${id}/events`, { 'last-event-id': String(stream.events.at(-1)!.id) });
+    const resumed = await openStream(`${second.url}/api/tasks/${id}/events`, { ...second.auth, 'last-event-id': String(stream.events.at(-1)!.id) });
     await resumed.ended;
     expect(resumed.events.map((e) => e.event).filter((n) => n.startsWith('run_'))).toEqual(['run_resumed', 'run_finished']);
-    const run = (await api(second.url, 'GET', `/api/tasks/${id}`)).json.runs;
+    const run = (await api(second.op, 'GET', `/api/tasks/${id}`)).json.runs;
     expect(run).toEqual([expect.objectContaining({ phase: 'completed', stop_reason: 'accepted' })]);
     // The wait step finished before the release and was not made again.
-    const steps = (await api(second.url, 'GET', `/api/runs/${run[0].id}`)).json.steps;
+    const steps = (await api(second.op, 'GET', `/api/runs/${run[0].id}`)).json.steps;
     expect(steps.filter((s: { tool: string }) => s.tool === 'wait')).toHaveLength(1);
   });
 });

@@ -6,11 +6,11 @@ const ids = (events: SseEvent[]) => events.map((e) => e.id);
 
 describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)', () => {
   it('the stream starts the run, streams every loop event with event-log cursors as SSE ids, and closes after run_finished', async () => {
-    const { url, tm } = await startServer();
-    const id = await createAttached(url, card({ script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'noop' }, { action: 'done' }] }));
+    const { url, op, auth, tm } = await startServer();
+    const id = await createAttached(op, card({ script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'noop' }, { action: 'done' }] }));
     expect((await tm.getTask(id)).state).toBe('pending');
 
-    const stream = await openStream(`${url}/api/tasks/${id}/events`);
+    const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     expect(stream.status).toBe(200);
     await stream.ended;
 
@@ -35,12 +35,12 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
   });
 
   it('a second stream on an active run gets 409 RUN_ACTIVE', async () => {
-    const { url, tm } = await startServer();
-    const id = await createAttached(url, waitCard());
-    const first = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth, tm } = await startServer();
+    const id = await createAttached(op, waitCard());
+    const first = await openStream(`${url}/api/tasks/${id}/events`, auth);
     await first.next((e) => e.event === 'step_started' && e.data.step.tool === 'wait', 'the wait call');
 
-    const second = await openStream(`${url}/api/tasks/${id}/events`);
+    const second = await openStream(`${url}/api/tasks/${id}/events`, auth);
     expect(second.status).toBe(409);
     expect(second.error).toEqual({ error: { code: 'RUN_ACTIVE', message: expect.stringContaining(`task ${id}`) } });
     expect(first.done).toBe(false);
@@ -49,15 +49,15 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
   });
 
   it('a finished run is replayed: its stored steps as step_finished, then run_finished, then the stream closes', async () => {
-    const { url } = await startServer();
-    const id = await createAttached(url, card());
-    const live = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth } = await startServer();
+    const id = await createAttached(op, card());
+    const live = await openStream(`${url}/api/tasks/${id}/events`, auth);
     await live.ended;
 
-    const replay = await openStream(`${url}/api/tasks/${id}/events`);
+    const replay = await openStream(`${url}/api/tasks/${id}/events`, auth);
     await replay.ended;
-    const run = (await api(url, 'GET', `/api/tasks/${id}`)).json.runs[0];
-    const steps = (await api(url, 'GET', `/api/runs/${run.id}`)).json.steps;
+    const run = (await api(op, 'GET', `/api/tasks/${id}`)).json.runs[0];
+    const steps = (await api(op, 'GET', `/api/runs/${run.id}`)).json.steps;
     expect(replay.events.map((e) => e.event)).toEqual([...steps.map(() => 'step_finished'), 'run_finished']);
     expect(replay.events.slice(0, -1).map((e) => e.data.step)).toEqual(steps);
     // The replay is the live stream's messages for those rows: same ids, same data.
@@ -66,9 +66,9 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
   });
 
   it('a client that disconnects mid-run stops the run: it ends cancelled / user_stop and the tool call in flight is aborted', async () => {
-    const { url, tm, runs } = await startServer();
-    const id = await createAttached(url, waitCard());
-    const stream = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth, tm, runs } = await startServer();
+    const id = await createAttached(op, waitCard());
+    const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     await stream.next((e) => e.event === 'step_started' && e.data.step.tool === 'wait', 'the wait call');
     const started = Date.now();
     stream.close();
@@ -84,10 +84,10 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
   });
 
   it('a client that leaves before the run can start leaves the task pending for the next stream', async () => {
-    const { url, tm, server } = await startServer();
-    const dep = (await api(url, 'POST', '/api/tasks', { title: 'dependency', attach: false })).json.id as number;
-    const id = await createAttached(url, card(), { depends_on: [dep] });
-    const stream = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth, tm, server } = await startServer();
+    const dep = (await api(op, 'POST', '/api/tasks', { title: 'dependency', attach: false })).json.id as number;
+    const id = await createAttached(op, card(), { depends_on: [dep] });
+    const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     await stream.next((e) => e.event === 'task.created', 'the first event');
     stream.close();
     await waitFor(() => server.owner.active().length === 0, 5000, 'the owner to give up');
@@ -97,9 +97,9 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
   });
 
   it('a client that comes back with Last-Event-ID gets exactly the events it missed, then the stream ends with the run', async () => {
-    const { url, tm, server } = await startServer();
-    const id = await createAttached(url, waitCard());
-    const first = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth, tm, server } = await startServer();
+    const id = await createAttached(op, waitCard());
+    const first = await openStream(`${url}/api/tasks/${id}/events`, auth);
     const seen = await first.next((e) => e.event === 'step_started' && e.data.step.tool === 'wait', 'the wait call');
     first.close();
     await first.ended;
@@ -108,7 +108,7 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
     const lastId = first.events.at(-1)!.id!;
     expect(lastId).toBe(seen.id);
 
-    const again = await openStream(`${url}/api/tasks/${id}/events`, { 'last-event-id': String(lastId) });
+    const again = await openStream(`${url}/api/tasks/${id}/events`, { ...auth, 'last-event-id': String(lastId) });
     expect(again.status).toBe(200);
     await again.ended;
     const log = (await tm.getTask(id)).events.map((e) => e.id);
@@ -119,17 +119,17 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
     expect([...ids(first.events), ...ids(again.events)]).toEqual(log);
 
     // Nothing is left after the last id of a finished stream: 204 tells EventSource to stop reconnecting.
-    const done = await fetch(`${url}/api/tasks/${id}/events`, { headers: { 'last-event-id': String(log.at(-1)) } });
+    const done = await fetch(`${url}/api/tasks/${id}/events`, { headers: { ...auth, 'last-event-id': String(log.at(-1)) } });
     expect(done.status).toBe(204);
   });
 
   it('refuses a malformed cursor and an unknown task', async () => {
-    const { url } = await startServer();
-    const id = await createAttached(url, card());
-    const bad = await openStream(`${url}/api/tasks/${id}/events`, { 'last-event-id': 'abc' });
+    const { url, op, auth } = await startServer();
+    const id = await createAttached(op, card());
+    const bad = await openStream(`${url}/api/tasks/${id}/events`, { ...auth, 'last-event-id': 'abc' });
     expect(bad.status).toBe(400);
     expect(bad.error.error.code).toBe('VALIDATION_FAILED');
-    const missing = await openStream(`${url}/api/tasks/999/events`);
+    const missing = await openStream(`${url}/api/tasks/999/events`, auth);
     expect(missing.status).toBe(404);
     expect(missing.error.error.code).toBe('TASK_NOT_FOUND');
   });
@@ -137,23 +137,23 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
 
 describe('GET /api/events follows the whole event log', () => {
   it('streams every row after the cursor, then new rows live; Last-Event-ID resumes after it', async () => {
-    const { url, tm } = await startServer();
-    const a = (await api(url, 'POST', '/api/tasks', { title: 'a', attach: false })).json.id as number;
-    await api(url, 'POST', '/api/tasks', { title: 'b', attach: false });
-    const all = await openStream(`${url}/api/events?after=0`);
+    const { url, op, auth, tm } = await startServer();
+    const a = (await api(op, 'POST', '/api/tasks', { title: 'a', attach: false })).json.id as number;
+    await api(op, 'POST', '/api/tasks', { title: 'b', attach: false });
+    const all = await openStream(`${url}/api/events?after=0`, auth);
     await all.next((e) => e.data.task_id === a + 1, 'the second task');
     expect(all.events.map((e) => [e.event, e.data.type])).toEqual([
       ['message', 'task.created'],
       ['message', 'task.created'],
     ]);
 
-    const resumed = await openStream(`${url}/api/events`, { 'last-event-id': String(all.events[0]!.id) });
+    const resumed = await openStream(`${url}/api/events`, { ...auth, 'last-event-id': String(all.events[0]!.id) });
     await resumed.next((e) => e.data.task_id === a + 1, 'the row after the cursor');
     expect(ids(resumed.events)).toEqual([all.events[1]!.id]);
 
     // Live: a row committed now reaches both streams, the one from now on too.
-    const fromNow = await openStream(`${url}/api/events`);
-    await api(url, 'POST', `/api/tasks/${a}/cancel`, { reason: 'not needed' });
+    const fromNow = await openStream(`${url}/api/events`, auth);
+    await api(op, 'POST', `/api/tasks/${a}/cancel`, { reason: 'not needed' });
     for (const s of [all, resumed, fromNow]) {
       const e = await s.next((x) => x.data.type === 'task.cancelled', 'the cancel');
       expect(e.data).toMatchObject({ task_id: a, actor: 'operator', data: { reason: 'not needed' } });

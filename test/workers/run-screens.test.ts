@@ -32,10 +32,10 @@ describe('the screen a run observed', () => {
     expect(screen.png.toString('base64')).toBe(shadePng(10 * calls()));
     expect(PNG.sync.read(screen.png).data[0]).toBe(10 * calls());
 
-    const { url } = await startServer({ path: h.path });
-    const wire = await api(url, 'GET', `/api/runs/${result.runId}`);
+    const { url, op, auth } = await startServer({ path: h.path });
+    const wire = await api(op, 'GET', `/api/runs/${result.runId}`);
     expect(wire.json.screen).toEqual({ seq: last.seq, taken_at: expect.any(String), bytes: screen.png.length, url: `/api/runs/${result.runId}/screen` });
-    const res = await fetch(`${url}/api/runs/${result.runId}/screen`);
+    const res = await fetch(`${url}/api/runs/${result.runId}/screen`, { headers: auth });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('image/png');
     expect(res.headers.get('x-screen-seq')).toBe(String(last.seq));
@@ -43,9 +43,9 @@ describe('the screen a run observed', () => {
 
     // A run that observed nothing has no screen; a run that does not exist is RUN_NOT_FOUND.
     const plain = await runCard(h, card());
-    expect((await api(url, 'GET', `/api/runs/${plain.result.runId}`)).json.screen).toBeNull();
-    expect((await api(url, 'GET', `/api/runs/${plain.result.runId}/screen`)).json.error.code).toBe('NOT_FOUND');
-    expect((await api(url, 'GET', '/api/runs/9999/screen')).json.error.code).toBe('RUN_NOT_FOUND');
+    expect((await api(op, 'GET', `/api/runs/${plain.result.runId}`)).json.screen).toBeNull();
+    expect((await api(op, 'GET', `/api/runs/${plain.result.runId}/screen`)).json.error.code).toBe('NOT_FOUND');
+    expect((await api(op, 'GET', '/api/runs/9999/screen')).json.error.code).toBe('RUN_NOT_FOUND');
 
     expect(await h.runs.compact(Date.now() + 1000)).toBe(2);
     expect(await h.runs.getScreen(result.runId)).toBeNull();

@@ -88,15 +88,15 @@ describe('a run whose model lacks vision', () => {
   });
 
   it('an event stream that would start its run answers 422 and leaves the task as it was', async () => {
-    const { url, tm } = await startServer();
-    const id = await createAttached(url, desktopCard({ model: 'llama3:8b' }));
-    const stream = await openStream(`${url}/api/tasks/${id}/events`);
+    const { url, op, auth, tm } = await startServer();
+    const id = await createAttached(op, desktopCard({ model: 'llama3:8b' }));
+    const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     expect(stream.status).toBe(422);
     expect(stream.error).toMatchObject({ error: { code: 'MODEL_LACKS_VISION', message: expect.stringContaining('llama3:8b') } });
     const task = await tm.getTask(id);
     expect(task.state).toBe('pending');
     expect(task.events.map((e) => e.type)).toEqual(['task.created']);
-    expect((await api(url, 'GET', `/api/tasks/${id}`)).status).toBe(200);
+    expect((await api(op, 'GET', `/api/tasks/${id}`)).status).toBe(200);
   });
 });
 

@@ -37,8 +37,8 @@ const BOARD_HEADERS = {
 /** GET / and GET /board: the board page. Mount with `createHttpServer({extraRoutes: boardRoutes()})`. */
 export function boardRoutes(): Route[] {
   const handler = () => ({ text: BOARD_HTML, contentType: 'text/html; charset=utf-8', headers: BOARD_HEADERS });
-  // Public: the page holds no data; on a server that requires a token it asks for one and
-  // signs in (session.ts), and every call it makes is authenticated as usual.
+  // Public: the page holds no data. It signs in with the one-time code of a `?signin=` link, or
+  // asks for a token (session.ts), and every call it makes is authenticated as usual.
   return [
     { method: 'GET', path: '/', handler, public: true },
     { method: 'GET', path: '/board', handler, public: true },

@@ -94,7 +94,7 @@ const HEAD = String.raw`
     return json;
   }
 
-  // ---- signing in (a server that requires a token; see src/monitor/http/session.ts) -----------
+  // ---- signing in (every server requires a credential; see src/monitor/http/session.ts) -------
 
   function askToken(message) {
     if (source) { source.close(); source = null; }
@@ -122,6 +122,22 @@ const HEAD = String.raw`
       askToken(err.status === 401 ? 'That token is not valid.' : err.message);
     }
   });
+
+  // A one-time sign-in link (?signin=CODE, printed by the server): the code leaves the address
+  // bar and the history before anything else happens, then is traded for a session cookie.
+  async function signInFromLink() {
+    var params = new URLSearchParams(window.location.search);
+    var code = params.get('signin');
+    if (code === null) return;
+    params.delete('signin');
+    var rest = params.toString();
+    window.history.replaceState(null, '', window.location.pathname + (rest ? '?' + rest : '') + window.location.hash);
+    try {
+      await api('POST', '/api/session', { code: code });
+    } catch (err) {
+      askToken(err.status === 401 ? 'That sign-in link was used already or has expired. Paste a token instead.' : err.message);
+    }
+  }
 
   byId('sign-out').addEventListener('click', async function () {
     try { await api('DELETE', '/api/session'); } catch (e) { /* signed out either way */ }
@@ -338,8 +354,8 @@ const TAIL = String.raw`
     setConn('connecting', 'connecting…');
     try {
       var me = await api('GET', '/api/session');
-      byId('who').textContent = me.requires_token ? me.actor.id + ' (' + me.actor.role + ')' : '';
-      byId('sign-out').hidden = !me.requires_token;
+      byId('who').textContent = me.actor.id + ' (' + me.actor.role + ')';
+      byId('sign-out').hidden = false;
       await loadTasks();
       connect();
       await loadApprovals();
@@ -359,7 +375,7 @@ const TAIL = String.raw`
   });
   // Approvals expire and relative times age without events: a slow refresh keeps them honest.
   setInterval(function () { loadApprovals(); loadBreakers(); queueRender(); }, 15000);
-  start();
+  signInFromLink().then(start);
 })();
 `;
 

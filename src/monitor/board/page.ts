@@ -46,7 +46,7 @@ export const BOARD_HTML = `<!doctype html>
 <div id="signin" class="signin" hidden>
   <form id="signin-form" autocomplete="off" aria-label="sign in">
     <h2>Sign in to taskloop</h2>
-    <p class="muted">This server requires a token: TASKLOOP_TOKEN, or one of TASKLOOP_TOKENS. The browser keeps a session cookie, not the token.</p>
+    <p class="muted">Open the sign-in link the server printed at start, or paste a token: TASKLOOP_TOKEN, one of TASKLOOP_TOKENS, or the one in the token file the server printed (DB.http-token). The browser keeps a session cookie, not the token.</p>
     <input id="signin-token" type="password" placeholder="token" aria-label="token" required>
     <button type="submit" class="ok">Sign in</button>
     <p id="signin-error" class="error" hidden></p>

@@ -3,21 +3,23 @@
  * a dozen routes, JSON bodies checked by zod, and long-lived SSE responses need nothing a
  * framework would add, and node:http gives direct control of the stream's socket.
  *
- * Every request is authenticated (auth.ts), routed (router.ts), and answered with JSON or
+ * Every request but the board page and sign-in needs a credential (auth.ts): loopback is no
+ * credential. Requests are routed (router.ts) and answered with JSON or
  * `{"error": {"code", "message"}}` (errors.ts). Extra routes — GET /metrics, a board — are
  * mounted with `extraRoutes` and go through the same authentication and error handling.
  */
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
-import type { BreakerPolicy, RunStore, TaskManager } from '../../engine/index.js';
+import { type BreakerPolicy, OPERATOR, type RunStore, type TaskManager } from '../../engine/index.js';
 import type { PluginSpec } from '../../plugins/load.js';
-import { type TokenTable, createAuthenticator, tokensFromEnv } from './auth.js';
+import { type TokenTable, createAuthenticator, serverTokens, tokensFromEnv } from './auth.js';
 import { errorReply } from './errors.js';
 import { eventsHandler } from './event-stream.js';
 import { createLoopHost } from './loop-host.js';
 import { ANONYMOUS, type Reply, type Route, createRouter } from './router.js';
 import { createSessions, sessionRoutes } from './session.js';
+import { createSignInCodes } from './signin-codes.js';
 import { type RunOwner, createRunOwner } from './run-owner.js';
 import { runRoutes } from './run-routes.js';
 import { type SseOptions, type SseStream, openSse } from './sse.js';
@@ -33,8 +35,12 @@ export interface HttpServerOptions {
   port?: number;
   /** Bearer tokens and the actors they map to. @defaultValue from TASKLOOP_TOKEN / TASKLOOP_TOKENS */
   tokens?: TokenTable;
-  /** @defaultValue true unless `host` is a loopback address */
-  requireToken?: boolean;
+  /**
+   * Where a loopback server with no `tokens` keeps the operator token it generates (token-file.ts;
+   * the CLI passes `<db>.http-token`). Without tokens and without this, the server refuses to start.
+   * @defaultValue none
+   */
+  tokenFile?: string;
   /** The agent name attached tasks are claimed as. @defaultValue `http-<host>-<pid>` */
   agent?: string;
   /** Capabilities offered to attached tasks. @defaultValue none */
@@ -49,6 +55,8 @@ export interface HttpServerOptions {
   /** More routes (e.g. GET /metrics), behind the same authentication. */
   extraRoutes?: Route[];
   sse?: SseOptions;
+  /** Clock of browser sessions and sign-in codes, in epoch ms; tests pass their own. @defaultValue Date.now */
+  now?: () => number;
   /** One line per notable thing. @defaultValue no logging */
   log?: (line: string) => void;
 }
@@ -59,6 +67,13 @@ export interface HttpServer {
   readonly host: string;
   readonly port: number;
   readonly owner: RunOwner;
+  /** The owner-only file of the generated operator token, when the server uses one. */
+  readonly tokenFile: string | undefined;
+  /**
+   * A link that signs a browser in as the operator once (`<url>/?signin=<code>`, good for
+   * SIGNIN_CODE_MS), or undefined when no token of this server maps to the operator.
+   */
+  signInLink(): string | undefined;
   /** Stops listening, gives owned runs back at their next step (within `graceMs`), ends every stream. */
   close(graceMs?: number): Promise<void>;
 }
@@ -75,8 +90,10 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   const { tm, runs } = opts;
   const host = opts.host ?? '127.0.0.1';
   const log = opts.log ?? (() => undefined);
-  const sessions = createSessions();
-  const auth = createAuthenticator({ host, tokens: opts.tokens ?? tokensFromEnv(), requireToken: opts.requireToken, sessions });
+  const sessions = createSessions(opts.now);
+  const codes = createSignInCodes(opts.now);
+  const { tokens, tokenFile } = serverTokens({ host, tokens: opts.tokens ?? tokensFromEnv(), tokenFile: opts.tokenFile });
+  const auth = createAuthenticator({ host, tokens, sessions });
   const agent = opts.agent ?? `http-${hostname()}-${process.pid}`;
   const capabilities = opts.capabilities ?? [];
   const loopHost = await createLoopHost({ tm, runs, toolModules: opts.toolModules, plugins: opts.plugins, breaker: opts.breaker });
@@ -96,7 +113,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
     { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open }) },
     ...runRoutes(runs),
     { method: 'GET', path: '/api/events', handler: eventsHandler(tm, open) },
-    ...sessionRoutes(auth, sessions),
+    ...sessionRoutes(auth, sessions, codes),
     ...(opts.extraRoutes ?? []),
   ]);
 
@@ -140,12 +157,15 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   port = address.port;
   const shown = address.family === 'IPv6' ? `[${address.address}]` : address.address;
 
+  const url = `http://${shown}:${port}`;
   let closing: Promise<void> | undefined;
   return {
-    url: `http://${shown}:${port}`,
+    url,
     host: address.address,
     port,
     owner,
+    tokenFile,
+    signInLink: () => (auth.hasToken(OPERATOR) ? `${url}/?signin=${codes.issue(OPERATOR)}` : undefined),
     close(graceMs = 10_000) {
       closing ??= (async () => {
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));

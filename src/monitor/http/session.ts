@@ -1,9 +1,9 @@
 /**
- * Browser sessions, so the board works on a server that requires a token. A browser's
- * EventSource cannot send an Authorization header, and a token kept in page storage is
- * readable by any script on the page. So the board signs in once: POST /api/session with
- * the token; the server answers with a random session id in an HttpOnly, SameSite=Strict
- * cookie, which same-origin fetches and the event stream then carry.
+ * Browser sessions. A browser's EventSource cannot send an Authorization header, and a token
+ * kept in page storage is readable by any script on the page. So the board signs in once:
+ * POST /api/session with a token, or with a one-time sign-in code the server printed
+ * (signin-codes.ts); the server answers with a random session id in an HttpOnly,
+ * SameSite=Strict cookie, which same-origin fetches and the event stream then carry.
  *
  * The cookie is never sent by other sites' pages (SameSite=Strict), and auth.ts refuses
  * cross-origin requests anyway, so it opens no cross-site request forgery. Sessions live in
@@ -15,6 +15,7 @@ import type { IncomingMessage } from 'node:http';
 import { z } from 'zod';
 import type { Actor } from '../../engine/index.js';
 import type { Authenticator } from './auth.js';
+import type { SignInCodes } from './signin-codes.js';
 import { HttpError } from './errors.js';
 import { readJson } from './request.js';
 import type { Route } from './router.js';
@@ -65,24 +66,28 @@ export function cookieOf(req: IncomingMessage, name: string): string | undefined
   return undefined;
 }
 
-const signIn = z.strictObject({ token: z.string().min(1).max(4096) });
+const signIn = z
+  .strictObject({ token: z.string().min(1).max(4096).optional(), code: z.string().min(1).max(200).optional() })
+  .refine((b) => (b.token === undefined) !== (b.code === undefined), 'give either token or code (a one-time sign-in code), not both');
 const cookie = (value: string, maxAgeS: number) => `${SESSION_COOKIE}=${value}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${maxAgeS}`;
 const who = (actor: Actor) => ({ id: actor.id, role: actor.role });
 
 /**
- * POST /api/session `{token}` signs in (public: it is how credentials arrive), GET tells who
- * the caller is and whether the server requires a token, DELETE signs out.
+ * POST /api/session `{token}` or `{code}` signs in (public: it is how credentials arrive), GET
+ * tells who the caller is, DELETE signs out.
  */
-export function sessionRoutes(auth: Authenticator, sessions: Sessions): Route[] {
+export function sessionRoutes(auth: Authenticator, sessions: Sessions, codes: SignInCodes): Route[] {
   return [
     {
       method: 'POST',
       path: '/api/session',
       public: true,
       handler: async ({ req }) => {
-        const { token } = await readJson(req, signIn, 'sign-in');
-        const actor = auth.authenticate(token);
-        if (actor === undefined) throw new HttpError(401, 'UNAUTHORIZED', 'the token is not valid');
+        const body = await readJson(req, signIn, 'sign-in');
+        const actor = body.token !== undefined ? auth.authenticate(body.token) : codes.redeem(body.code!);
+        if (actor === undefined) {
+          throw new HttpError(401, 'UNAUTHORIZED', body.token !== undefined ? 'the token is not valid' : 'the sign-in code is not valid: it was used, has expired, or was never issued');
+        }
         const id = sessions.open(actor);
         return { json: { actor: who(actor), expires_in_s: SESSION_MS / 1000 }, headers: { 'Set-Cookie': cookie(id, SESSION_MS / 1000) } };
       },
@@ -90,7 +95,7 @@ export function sessionRoutes(auth: Authenticator, sessions: Sessions): Route[] 
     {
       method: 'GET',
       path: '/api/session',
-      handler: ({ actor }) => ({ json: { actor: who(actor), requires_token: auth.requireToken } }),
+      handler: ({ actor }) => ({ json: { actor: who(actor) } }),
     },
     {
       method: 'DELETE',
