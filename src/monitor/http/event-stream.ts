@@ -7,15 +7,18 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { EngineError, type TaskManager, toWireEvent } from '../../engine/index.js';
-import { idParam } from './request.js';
+import { idParam, readableTask, refuseAgents } from './request.js';
 import type { Handler } from './router.js';
 import { type SseStream, resumeCursor } from './sse.js';
 
 export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res: ServerResponse) => SseStream): Handler {
-  return async ({ req, res, query }) => {
+  return async ({ req, res, query, actor }) => {
     const raw = resumeCursor(req, query);
     if (raw !== undefined && !/^\d{1,15}$/.test(raw)) throw new EngineError('VALIDATION_FAILED', `event cursor: '${raw}' is not an event id (a non-negative integer)`);
     const taskId = query.has('task_id') ? idParam(query.get('task_id') ?? undefined, 'task_id') : undefined;
+    // The whole log is the operators'; an agent follows one task it may read.
+    if (taskId === undefined) refuseAgents(actor, 'the event log of every task (GET /api/events without ?task_id=)');
+    else await readableTask(tm, actor, taskId);
     const afterId = raw === undefined ? (await tm.stats()).lastEventId : Number(raw);
     const stream = open(req, res);
     for await (const event of tm.follow({ afterId, taskId, signal: stream.signal })) {

@@ -4,7 +4,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
-import { EngineError } from '../../engine/index.js';
+import { type Actor, EngineError, type Task, type TaskManager, mayRead } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 
 /** The largest body any endpoint accepts. */
@@ -73,4 +73,21 @@ export function idParam(text: string | undefined, what: string): number {
     throw new EngineError('VALIDATION_FAILED', `${what}: '${text ?? ''}' is not a positive integer`);
   }
   return Number(text);
+}
+
+/**
+ * The task, if `actor` may read it (the engine's rule, authority.ts `mayRead`); FORBIDDEN
+ * otherwise. For routes that show a task's runs, steps, screen or events.
+ */
+export async function readableTask(tm: TaskManager, actor: Actor, taskId: number): Promise<Task> {
+  const task = await tm.store.getTask(taskId, false);
+  if (!mayRead(actor, task)) {
+    throw new EngineError('FORBIDDEN', `task ${taskId} is not yours to read: ${actor.role} ${actor.id} did not create it, does not hold it and may not claim it`, { task_id: taskId });
+  }
+  return task;
+}
+
+/** Routes for people (operators, reviewers): an agent is refused. */
+export function refuseAgents(actor: Actor, what: string): void {
+  if (actor.role === 'agent') throw new EngineError('FORBIDDEN', `${what} is for operators and reviewers; agent ${actor.id} may read only the tasks it created, holds or may claim`);
 }

@@ -1,15 +1,16 @@
 /**
  * Runs and approvals: a run with its steps, the approvals list, and the human decision on
- * a parked high-risk call. The decision's actor is the caller (an operator, or the task's
- * creator — never its assignee: the engine refuses with FORBIDDEN).
+ * a parked high-risk call. The decision's actor is the caller, and the engine decides
+ * (authority.ts): an operator, or a reviewer who did not create the task — never an agent.
+ * A run is shown to whoever may read its task.
  */
-import { type RunStore, toWireApproval, toWireRun, toWireStep } from '../../engine/index.js';
+import { type RunStore, type TaskManager, toWireApproval, toWireRun, toWireStep } from '../../engine/index.js';
 import { HttpError } from './errors.js';
-import { idParam, parseWith, readJson } from './request.js';
+import { idParam, parseWith, readJson, readableTask, refuseAgents } from './request.js';
 import type { Route } from './router.js';
 import { listApprovalsQuery, queryObject, reasonBody } from './schemas.js';
 
-export function runRoutes(runs: RunStore): Route[] {
+export function runRoutes(runs: RunStore, tm: TaskManager): Route[] {
   const decide = (name: 'approve' | 'reject'): Route => ({
     method: 'POST',
     path: `/api/approvals/:id/${name}`,
@@ -24,9 +25,10 @@ export function runRoutes(runs: RunStore): Route[] {
     {
       method: 'GET',
       path: '/api/runs/:id',
-      async handler({ params }) {
+      async handler({ params, actor }) {
         const id = idParam(params.id, 'run id');
         const run = await runs.getRun(id);
+        await readableTask(tm, actor, run.taskId);
         const screen = run.screen === null ? null : { seq: run.screen.seq, taken_at: new Date(run.screen.takenAt).toISOString(), bytes: run.screen.bytes, url: `/api/runs/${id}/screen` };
         return { json: { ...toWireRun(run), steps: run.steps.map(toWireStep), screen } };
       },
@@ -35,8 +37,9 @@ export function runRoutes(runs: RunStore): Route[] {
       // The latest screen the run observed (desktop runs): what the agent last saw.
       method: 'GET',
       path: '/api/runs/:id/screen',
-      async handler({ params }) {
+      async handler({ params, actor }) {
         const id = idParam(params.id, 'run id');
+        await readableTask(tm, actor, (await runs.getRun(id)).taskId);
         const screen = await runs.getScreen(id);
         if (screen === null) {
           await runs.getRun(id); // RUN_NOT_FOUND for a run that does not exist
@@ -48,7 +51,8 @@ export function runRoutes(runs: RunStore): Route[] {
     {
       method: 'GET',
       path: '/api/approvals',
-      async handler({ query }) {
+      async handler({ query, actor }) {
+        refuseAgents(actor, 'the approvals list');
         const q = parseWith(listApprovalsQuery, queryObject(query), 'approvals');
         const list = await runs.listApprovals(q.state === 'all' ? undefined : q.state, q.limit);
         return { json: { approvals: list.map(toWireApproval) } };

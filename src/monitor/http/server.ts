@@ -111,7 +111,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
     { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: (await tm.stats()).lastEventId, owned_runs: owner.active() } }) },
     ...taskRoutes({ tm, runs, capabilities }),
     { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open }) },
-    ...runRoutes(runs),
+    ...runRoutes(runs, tm),
     { method: 'GET', path: '/api/events', handler: eventsHandler(tm, open) },
     ...sessionRoutes(auth, sessions, codes),
     ...(opts.extraRoutes ?? []),

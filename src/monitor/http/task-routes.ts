@@ -69,11 +69,11 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
     {
       method: 'GET',
       path: '/api/tasks',
-      async handler({ query }) {
+      async handler({ query, actor }) {
         const q = parseWith(listTasksQuery, queryObject(query, ['state']), 'list');
         // The cursor is read first: a board that lists, then follows /api/events?after=it, misses nothing.
         const { lastEventId } = await tm.stats();
-        const tasks = await tm.findTasks({ states: q.state, assignee: q.assignee, queue: q.queue, limit: q.limit, afterId: q.after });
+        const tasks = await tm.findTasks({ states: q.state, assignee: q.assignee, queue: q.queue, limit: q.limit, afterId: q.after, visibleTo: actor });
         return { json: { tasks: tasks.map(toWireTask), last_event_id: lastEventId } };
       },
     },
@@ -93,8 +93,8 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
     {
       method: 'GET',
       path: '/api/tasks/:id',
-      async handler({ params }) {
-        const task = await tm.getTask(idParam(params.id, 'task id'));
+      async handler({ params, actor }) {
+        const task = await tm.getTask(idParam(params.id, 'task id'), { as: actor });
         const taskRuns = await runs.runsOf(task.id);
         return { json: { ...toWireTask(task), events: task.events.map(toWireEvent), runs: taskRuns.map(toWireRun) } };
       },

@@ -26,11 +26,12 @@ import {
   type TaskStore,
   EngineError,
   isTerminal,
+  mayControl,
   toWireRun,
   toWireStep,
 } from '../../engine/index.js';
 import { HttpError } from './errors.js';
-import { idParam } from './request.js';
+import { idParam, readableTask } from './request.js';
 import type { Handler } from './router.js';
 import { ATTACHED_QUEUE, type OwnedRun, type OwnerOutcome, type RunOwner } from './run-owner.js';
 import { type SseStream, resumeCursor } from './sse.js';
@@ -52,7 +53,7 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
     const taskId = idParam(params.id, 'task id');
     const raw = resumeCursor(req, query);
     const cursor = raw === undefined ? undefined : cursorOf(raw);
-    const task = await tm.store.getTask(taskId, false);
+    const task = await readableTask(tm, actor, taskId);
     const existing = owner.get(taskId);
     if (existing?.attached === true) throw new HttpError(409, 'RUN_ACTIVE', `task ${taskId}: its run is already owned by another stream`);
     const last = (await runs.runsOf(taskId)).at(-1);
@@ -69,9 +70,9 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
       if (task.state === 'claimed' || task.state === 'in_progress') {
         throw new HttpError(409, 'RUN_ACTIVE', `task ${taskId} is ${task.state}, held by ${task.assignee ?? 'another process'}; it can be streamed again once that claim ends`);
       }
-      if (actor.role === 'agent' && actor.id !== task.creator) {
-        throw new EngineError('FORBIDDEN', `task ${taskId}: only its creator or an operator may start its run`, { task_id: taskId });
-      }
+      // Starting a run is controlling it: its creator (same id and role) or an operator.
+      const may = mayControl(actor, task);
+      if (!may.ok) throw new EngineError(may.code, may.message, { task_id: taskId });
       // Seed 000: a card its model cannot run is refused (422) before the stream starts a run.
       const refusal = owner.preflight(task.card);
       if (refusal !== null) throw refusal;
