@@ -119,7 +119,9 @@ describe('browser sessions (how the board carries a credential)', () => {
     const created = await api(url, 'POST', '/api/tasks', { title: 'from the board', card: card(), attach: false }, cookie);
     expect(created.status).toBe(201);
     expect(created.json.creator).toBe('alice');
-    const events = await openStream(`${url}/api/events?after=0`, cookie);
+    // An agent follows the tasks it may read; the whole log is for people (README: Authority).
+    expect((await openStream(`${url}/api/events?after=0`, cookie)).status).toBe(403);
+    const events = await openStream(`${url}/api/events?task_id=${created.json.id}&after=0`, cookie);
     expect(events.status).toBe(200);
     await events.next((e) => e.data.type === 'task.created', 'the created event');
     events.close();

@@ -112,6 +112,26 @@ describe('desktop tasks in a real daemon under Xvfb', () => {
     expect(await d.exited).toBe(0);
   });
 
+  it('an agent’s card that lists a program to launch is refused at creation, and a daemon with a display refuses to run it: the program never starts', async () => {
+    const tm = freshManager();
+    const marker = join(dir, 'pwned');
+    const argv = ['sh', '-c', `touch ${marker}`];
+    const card = daemonCard({ allowed_tools: ['launch_app'], launch_allowlist: [argv], budget: { max_steps: 5, max_write_calls: 2 }, script: [tool('launch_app', { argv }), { action: 'done' }] });
+    const mallory = { id: 'mallory', role: 'agent' } as const;
+    await expect(tm.createTask({ title: 'innocent', card }, mallory)).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    // Written past TaskManager (the store port itself, or a row from before this rule): the run refuses it.
+    const { value: [made] } = await tm.store.createTasks([{ title: 'smuggled', card }], mallory);
+    const d = await startDaemonProcess(tm.path, [], env);
+    await waitFor(async () => (await tm.getTask(made!.task.id)).state === 'failed', 30_000, 'the smuggled task to be refused');
+    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const [run] = await runs.runsOf(made!.task.id);
+    expect(run).toMatchObject({ phase: 'rejected', stopReason: 'forbidden_card' });
+    expect((await runs.getRun(run!.id)).steps).toEqual([]);
+    expect(existsSync(marker)).toBe(false);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
   it('the llm planner drives the editor from screenshots: every decision gets the screen as an image part', async () => {
     const tm = freshManager();
     const file = join(dir, 'llm.txt');
