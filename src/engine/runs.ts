@@ -148,6 +148,11 @@ export interface OpenRunResult {
   /** Every step of the run so far, in order. */
   steps: Step[];
   resumed: boolean;
+  /**
+   * The phase a resumed run had before this claim: `running` means its last holder died
+   * mid-run (a crash or a lost lease); `paused` a release; `waiting_*` a park.
+   */
+  resumedFrom?: RunPhase;
 }
 
 export interface BeginStepInput {

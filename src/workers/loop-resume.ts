@@ -35,8 +35,28 @@ export interface ResumeScope {
   /** The one gate (gate.ts), which an approved call passes again before it runs. */
   gate(tool: string, rawArgs: unknown, approval?: Approval): Promise<GateVerdict>;
   settle: Settle;
+  /** Runs acceptance and ends the run by its verdict (the planner said done). */
+  accept(): Promise<{ event: TaskLoopEvent; result: RunResult }>;
   finish(phase: FinalPhase, stopReason: string, extra?: { message?: string; acceptance?: AcceptanceReport }): Promise<{ event: TaskLoopEvent; result: RunResult }>;
   stopped(): boolean;
+}
+
+/**
+ * A decision a crash cut off from its consequence (loop-state.ts `cutOff`): a tool decision is
+ * marked abandoned and taken again by the planner; a done resumes into acceptance; a fail ends
+ * the run as the planner said.
+ */
+export async function* resumeDecided(s: ResumeScope): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+  const cut = s.state.cutOff;
+  if (cut === undefined) return undefined;
+  s.state.cutOff = undefined;
+  if (cut.action === 'retake') {
+    yield* s.settle(cut.step, 'abandoned', { error: 'interrupted before its action began; decided again', durationMs: 0 });
+    return undefined;
+  }
+  const fin = cut.action === 'done' ? await s.accept() : await s.finish('failed', 'planner_fail', { message: (cut.step.result as { reason?: string } | null)?.reason });
+  yield fin.event;
+  return fin.result;
 }
 
 /**

@@ -20,6 +20,12 @@ export interface LoopState {
   /** A high-risk call was skipped because its approval expired and the card says degrade. */
   degraded: boolean;
   plan: PlanState;
+  /**
+   * The run's last step is a decision whose consequence a crash cut off (see rebuildState):
+   * `retake` a tool decision (not counted: the planner takes it again), or carry out a
+   * `done` (acceptance) or a `fail`.
+   */
+  cutOff?: { step: Step; action: 'retake' | 'done' | 'fail' };
 }
 
 /** How a step skipped by an expired approval (on_expiry: degraded) is marked. */
@@ -45,7 +51,8 @@ export function summaryOf(step: Step): StepSummary {
   };
 }
 
-export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: ToolRegistry): LoopState {
+/** `crashed`: the run's last holder died mid-run (it was `running` when claimed again). */
+export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: ToolRegistry, crashed = false): LoopState {
   const state: LoopState = {
     usage: { ...run.usage },
     trace: emptyTrace(),
@@ -69,6 +76,22 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
     if (step.kind === 'observe' && step.status === 'ok' && step.tool !== null) state.trace.usedTools.push(step.tool);
     if (step.kind !== 'action' || step.tool === null) continue;
     recordAction(state, step, tools.get(step.tool)?.kind === 'write');
+  }
+  // A decision is committed before what it leads to (verifiers, the action step, acceptance),
+  // so a run that crashed with an ok decision as its last step was cut off right after it.
+  // (A run parked or released after a decision — a verifier refused it — was not.) A tool decision is
+  // taken again — its action never began, so nothing is repeated, and it is never dropped; a
+  // done goes straight to acceptance and a fail ends the run, without asking the planner again.
+  const last = steps.at(-1);
+  if (crashed && last !== undefined && last.kind === 'decide' && last.status === 'ok') {
+    const action = (last.result as { action?: string } | null)?.action;
+    if (action === 'tool') {
+      state.decisions--;
+      state.summaries.pop();
+      state.cutOff = { step: last, action: 'retake' };
+    } else if (action === 'done' || action === 'fail') {
+      state.cutOff = { step: last, action };
+    }
   }
   return state;
 }

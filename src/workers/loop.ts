@@ -22,7 +22,7 @@ import { checkCardWithTools, visionRefusal } from './card-check.js';
 import { type ExecOutcome, executeTool } from './execute.js';
 import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
-import { type ResumeScope, resumeInterrupted, resumeParked } from './loop-resume.js';
+import { type ResumeScope, resumeDecided, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
 import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout } from './loop-context.js';
 import { createFinisher, progressOf } from './loop-finish.js';
@@ -48,7 +48,8 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   yield opened.resumed ? { type: 'run_resumed', run, reason: 'claimed again' } : { type: 'run_started', run };
   await hooks.emit('run_start', { taskId: fence.taskId, runId: run.id, agent: fence.agent, resumed: opened.resumed, signal: abort.signal });
 
-  const state: LoopState = rebuildState(run, opened.steps, card ?? ({ loop: { repeat_limit: 3, idle_rounds: 6 } } as TaskCard), tools);
+  const crashed = opened.resumed && opened.resumedFrom === 'running';
+  const state: LoopState = rebuildState(run, opened.steps, card ?? ({ loop: { repeat_limit: 3, idle_rounds: 6 } } as TaskCard), tools, crashed);
   const progress = () => progressOf(state);
   const finish = createFinisher({ run, fence, runs, hooks, state, signal: abort.signal });
 
@@ -149,6 +150,24 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
       ...(approval === undefined ? {} : { approval }),
     });
+  /** The planner said done: acceptance over the final state decides how the run ends. */
+  const accept = async () => {
+    const report = await runAcceptance({
+      card,
+      tools,
+      usedTools: state.trace.usedTools,
+      allowCommands: ctx.task.creatorRole === 'operator',
+      read: (tool, args) => exec(tool, args, randomUUID()),
+      signal: abort.signal,
+    });
+    // A run that had to skip a high-risk call (its approval expired, the card says degrade)
+    // and then fails acceptance ends degraded: the report says what is missing and why.
+    const degraded = report.verdict === 'failed' && state.degraded;
+    const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : degraded ? 'degraded' : 'failed';
+    const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : degraded ? 'approval_expired' : 'acceptance_failed';
+    const moves: TaskMove[] | undefined = report.verdict === 'await_manual' ? [{ to: 'review', by: 'assignee', reason: 'manual acceptance items' }] : undefined;
+    return finish(phase, stopReason, { acceptance: report, moves, message: report.verdict === 'failed' ? `acceptance failed: ${[...report.failed, ...report.unreachable].join('; ')}` : undefined });
+  };
   const failure = () => {
     state.usage.consecutiveFailures++;
     return state.usage.consecutiveFailures >= run.budget.maxFailures;
@@ -157,9 +176,10 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   try {
     const scope: ResumeScope = {
       state, tools, runs, fence, card, runId: run.id, breakerPolicy: ctx.breakerPolicy, rejections,
-      exec, gate: gateCall, settle, finish, stopped: () => current() === 'stopped',
+      exec, gate: gateCall, settle, finish, accept, stopped: () => current() === 'stopped',
     };
-    const early = (yield* resumeInterrupted(scope, opened.steps)) ?? (yield* resumeParked(scope, opened.steps));
+    const early =
+      (yield* resumeDecided(scope)) ?? (yield* resumeInterrupted(scope, opened.steps)) ?? (yield* resumeParked(scope, opened.steps));
     if (early !== undefined) return early;
 
     for (;;) {
@@ -197,7 +217,9 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         const out = await exec(tool, args, randomUUID());
         await runs.breakerRecord(tool, out.ok, ctx.breakerPolicy, fence.taskId);
         if (out.ok) {
-          state.usage.consecutiveFailures = 0;
+          // max_failures counts consecutive failed observations, decisions and actions; only
+          // a successful action resets it. A run that sees fine but never gets anything done
+          // is not healthy: a successful observation neither counts nor resets.
           state.trace.usedTools.push(tool);
           const { kept, imagePng } = splitImage(out.result);
           // The run keeps the latest screen it saw, for operators (GET /api/runs/:id/screen).
@@ -269,21 +291,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         return fin.result;
       }
       if (decision.action === 'done') {
-        const report = await runAcceptance({
-          card,
-          tools,
-          usedTools: state.trace.usedTools,
-          allowCommands: ctx.task.creatorRole === 'operator',
-          read: (tool, args) => exec(tool, args, randomUUID()),
-          signal: abort.signal,
-        });
-        // A run that had to skip a high-risk call (its approval expired, the card says degrade)
-        // and then fails acceptance ends degraded: the report says what is missing and why.
-        const degraded = report.verdict === 'failed' && state.degraded;
-        const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : degraded ? 'degraded' : 'failed';
-        const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : degraded ? 'approval_expired' : 'acceptance_failed';
-        const moves: TaskMove[] | undefined = report.verdict === 'await_manual' ? [{ to: 'review', by: 'assignee', reason: 'manual acceptance items' }] : undefined;
-        const fin = await finish(phase, stopReason, { acceptance: report, moves, message: report.verdict === 'failed' ? `acceptance failed: ${[...report.failed, ...report.unreachable].join('; ')}` : undefined });
+        const fin = await accept();
         yield fin.event;
         return fin.result;
       }

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { POLICY, card, harness, runCard } from './harness.js';
 import { createScriptedPlanner } from '../../src/workers/planners/scripted.js';
+import { PlannerError } from '../../src/workers/planner.js';
 
 describe('the task loop guard rails', () => {
   it('a card-declared max_steps of 1 ends the run after one step: budget_exhausted / max_steps', async () => {
@@ -44,7 +45,7 @@ describe('the task loop guard rails', () => {
     expect(failed).toEqual(['action', 'action', 'action', 'decide']);
   });
 
-  it('a successful observation resets the count too: an observe tool that recovers keeps the run going', async () => {
+  it('an observe tool that recovers keeps the run going: two failed observations are not three', async () => {
     const h = harness();
     const { result } = await runCard(h, card({
       allowed_tools: ['flaky', 'noop'],
@@ -52,6 +53,16 @@ describe('the task loop guard rails', () => {
       script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }],
     }));
     expect(result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+  });
+
+  it('a successful observation does not make a failing planner look healthy: 3 failed decisions end the run, not 20', async () => {
+    const h = harness();
+    let calls = 0;
+    const failing = { name: 'failing', decide: async () => { calls++; throw new PlannerError('malformed', 'not JSON'); } };
+    const { result } = await runCard(h, card({ allowed_tools: ['noop'], observe: { tool: 'noop', args: {} } }), { planner: () => failing });
+    expect(result).toMatchObject({ phase: 'failed', stopReason: 'max_failures' });
+    expect(calls).toBe(3);
+    expect(result.envelope!.trace.step_count).toBe(3);
   });
 
   it('the planner saying fail ends the run failed / planner_fail with its reason', async () => {

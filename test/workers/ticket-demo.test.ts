@@ -25,7 +25,7 @@ describe('the ticket demo through a real daemon', () => {
     const daemon = await startDaemonProcess(tm.path, ['--sweep', '* * * * * *']);
     const done = await createFromCli(tm.path, dir, 'done', ticketCard('T-1024'));
     const waiting = await createFromCli(tm.path, dir, 'waiting', ticketCard('T-1025'));
-    const degraded = await createFromCli(tm.path, dir, 'degraded', ticketCard('T-1026', { expiresIn: '1s' }));
+    const degraded = await createFromCli(tm.path, dir, 'degraded', ticketCard('T-1026', { expiresIn: '4s' }));
     await waitFor(async () => (await Promise.all([done, waiting, degraded].map((id) => tm.getTask(id)))).every((t) => t.state === 'waiting'), 20_000, 'all three to wait for approval');
 
     const pending = JSON.parse((await spawnCli(['--db', tm.path, '--json', 'approvals', 'list'])).stdout) as Array<{ id: number; task_id: number; tool: string }>;

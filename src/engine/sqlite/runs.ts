@@ -172,7 +172,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       if (existing !== undefined) {
         setPhase.run('running', existing.id);
         events.push(writer.append(f.taskId, 'run.resumed', asAgent(f.agent), { run_id: existing.id, reason: 'claimed again' }, now));
-        return { run: { ...toRun(existing), phase: 'running' }, steps: stepsOf.all(existing.id).map(toStep), resumed: true };
+        return { run: { ...toRun(existing), phase: 'running' }, steps: stepsOf.all(existing.id).map(toStep), resumed: true, resumedFrom: existing.phase };
       }
       const row = insertRun.get({ task_id: f.taskId, budget: JSON.stringify(budget), usage: JSON.stringify(ZERO_USAGE), now })!;
       events.push(writer.append(f.taskId, 'run.started', asAgent(f.agent), { run_id: row.id, budget: toWireBudget(budget) }, now));
