@@ -47,9 +47,13 @@ export function registerEventCommands(program: Command, run: Run): void {
         const stop = () => ac.abort();
         process.once('SIGINT', stop);
         process.once('SIGTERM', stop);
+        // The store's watch and its fallback timer do not keep a process alive (a daemon or a
+        // server must be able to exit): a follower holds the process open itself until stopped.
+        const alive = setInterval(() => undefined, 1 << 30);
         try {
           for await (const e of tm.follow({ afterId, taskId, signal: ac.signal })) print(e);
         } finally {
+          clearInterval(alive);
           process.off('SIGINT', stop);
           process.off('SIGTERM', stop);
         }
