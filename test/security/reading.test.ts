@@ -1,0 +1,107 @@
+/**
+ * Reading is authority: an agent reads only the tasks it created, holds or may claim now
+ * (authority.ts mayRead). Two ways around it:
+ *
+ * 1. A confused deputy. The task tools inside a run act as the agent that runs the card
+ *    (`ctx.agent` = the daemon's, or the HTTP server's `http-<host>-<pid>`), not as the card's
+ *    author. So an agent writes a card whose steps are `task_list` / `task_get` (or
+ *    `task_claim`), has a daemon or the server run it, and reads the results of its own run:
+ *    everything the runner may read — every task it ever held, tasks reserved for it by
+ *    `for_agent` — cards and results included.
+ * 2. A stream opened while the task was readable keeps delivering after it is not:
+ *    GET /api/tasks/:id/events on a pending task (readable: anyone may claim it) goes on
+ *    streaming the steps, arguments and results of the run of whoever claims it.
+ */
+import { describe, expect, it } from 'vitest';
+import { OPERATOR } from '../../src/engine/index.js';
+import { builtInTools } from '../../src/tools/builtin.js';
+import { createToolRegistry } from '../../src/tools/registry.js';
+import { agent, operator } from '../helpers.js';
+import { api, bearer, card, openStream, startServer } from '../monitor/http-helpers.js';
+import { card as loopCard, drive, harness, loopContext } from '../workers/harness.js';
+
+const OP = 'operator-token-0123456789';
+const MALLORY = 'mallory-token-012345678';
+const tokens = () => new Map([[OP, OPERATOR], [MALLORY, { id: 'mallory', role: 'agent' as const }]]);
+
+describe('an agent cannot read through the agent that runs its card', () => {
+  it('over HTTP: an agent’s attached card that calls task_list / task_get learns nothing of the operator’s tasks', async () => {
+    const { url } = await startServer({ tokens: tokens() });
+    const op = { url, headers: bearer(OP) };
+    const mallory = { url, headers: bearer(MALLORY) };
+    const secret = (await api(op, 'POST', '/api/tasks', { title: 'payroll', card: card({ goal: 'SECRET-GOAL-42' }) })).json.id as number;
+    await (await openStream(`${url}/api/tasks/${secret}/events`, bearer(OP))).ended;
+    // Mallory may not read it herself…
+    expect((await api(mallory, 'GET', `/api/tasks/${secret}`)).status).toBe(403);
+
+    // …so she has the server read it for her.
+    const evil = await api(mallory, 'POST', '/api/tasks', {
+      title: 'innocent',
+      card: card({
+        allowed_tools: ['task_list', 'task_get'],
+        script: [
+          { action: 'tool', tool: 'task_list', args: { states: ['completed'] } },
+          { action: 'tool', tool: 'task_get', args: { task_id: secret } },
+          { action: 'done' },
+        ],
+      }),
+    });
+    expect(evil.status).toBe(201);
+    const stream = await openStream(`${url}/api/tasks/${evil.json.id}/events`, bearer(MALLORY));
+    await stream.ended;
+    const mine = await api(mallory, 'GET', `/api/tasks/${evil.json.id}`);
+    const seen = [JSON.stringify(stream.events), JSON.stringify(mine.json)];
+    for (const run of mine.json.runs ?? []) seen.push(JSON.stringify((await api(mallory, 'GET', `/api/runs/${run.id}`)).json));
+    expect(seen.join('\n')).not.toContain('SECRET-GOAL-42');
+  });
+
+  it('on a daemon: an agent’s card run by the worker neither reads nor claims a task reserved for that worker', async () => {
+    const h = harness();
+    const reserved = (await h.tm.createTask({ title: 'for the worker only', card: loopCard({ goal: 'RESERVED-FOR-WORKER' }), forAgent: 'worker' }, operator)).task.id;
+    // Mallory may not read it…
+    await expect(h.tm.getTask(reserved, { as: agent('mallory') })).rejects.toMatchObject({ code: 'FORBIDDEN' });
+    // …but the worker runs her card, and her card asks as the worker.
+    await h.tm.createTask({
+      title: 'innocent',
+      card: loopCard({
+        allowed_tools: ['task_get', 'task_claim'],
+        script: [
+          { action: 'tool', tool: 'task_get', args: { task_id: reserved } },
+          { action: 'tool', tool: 'task_claim', args: { task_id: reserved } },
+          { action: 'done' },
+        ],
+      }),
+    }, agent('mallory'));
+    const claim = (await h.tm.claimTask({ agent: 'worker', start: true, taskId: 2 }))!;
+    await drive(loopContext(h, claim));
+
+    const run = await h.runs.getRun((await h.runs.runsOf(claim.id))[0]!.id);
+    expect(JSON.stringify(run.steps)).not.toContain('RESERVED-FOR-WORKER');
+    expect((await h.tm.getTask(reserved)).state).toBe('pending');
+  });
+});
+
+describe('a stream stops when its reader loses the right to read', () => {
+  it('GET /api/tasks/:id/events opened on a pending task does not carry another agent’s run of it', async () => {
+    const { url, tm, runs } = await startServer({ tokens: tokens() });
+    const op = { url, headers: bearer(OP) };
+    const id = (await api(op, 'POST', '/api/tasks', {
+      title: 'ops',
+      attach: false,
+      card: card({ allowed_tools: ['echo'], script: [{ action: 'tool', tool: 'echo', args: { text: 'SECRET-STEP-ARG' } }, { action: 'done' }] }),
+    })).json.id as number;
+    // Pending, for anyone: Mallory may read it now, and opens its stream.
+    const stream = await openStream(`${url}/api/tasks/${id}/events`, bearer(MALLORY));
+    expect(stream.status).toBe(200);
+
+    // Another agent claims it: from now on Mallory may not read it.
+    const h = { tm, runs, tools: createToolRegistry(builtInTools()) } as unknown as Parameters<typeof loopContext>[0];
+    const claim = (await tm.claimTask({ agent: 'worker', start: true }))!;
+    expect((await api({ url, headers: bearer(MALLORY) }, 'GET', `/api/tasks/${id}`)).status).toBe(403);
+    await drive(loopContext(h, claim));
+    await Promise.race([stream.ended, new Promise((r) => setTimeout(r, 1000))]);
+    stream.close();
+
+    expect(JSON.stringify(stream.events)).not.toContain('SECRET-STEP-ARG');
+  });
+});
