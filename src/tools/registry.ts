@@ -4,7 +4,7 @@
  * as JSON Schema for OpenAI function calling and MCP.
  */
 import { z } from 'zod';
-import { EngineError, type TaskCard } from '../engine/index.js';
+import { type Actor, EngineError, type TaskCard } from '../engine/index.js';
 
 export type ToolKind = 'read' | 'write';
 export type ToolRisk = 'low' | 'high';
@@ -17,6 +17,12 @@ export interface ToolContext {
   runId: number;
   /** The acting agent, bound by the runtime (never a model-filled field). */
   agent: string;
+  /**
+   * Whom the engine-facing tools (the task tools) act for, when not the agent: inside a run,
+   * the card's author, so an agent's card can do through them only what its author may.
+   * @defaultValue the agent
+   */
+  actor?: Actor;
   /** Stable across a crash retry of the same step: use it to make writes idempotent. */
   idempotencyKey: string;
   /** Services the runtime offers to tools (e.g. the task manager, the database handle). */

@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod';
-import { type Actor, type TaskManager, TASK_STATES, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type TaskManager, TASK_STATES, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -13,7 +13,14 @@ function manager(ctx: ToolContext): TaskManager {
   if (tm === undefined) throw new Error('task tools need services.manager');
   return tm;
 }
-const me = (ctx: ToolContext): Actor => ({ id: ctx.agent, role: 'agent' });
+/** Whom the call acts for: the host's agent, or inside a run the card's author (ToolContext.actor). */
+const me = (ctx: ToolContext): Actor => ctx.actor ?? { id: ctx.agent, role: 'agent' };
+/** Claims are an agent's: a run for an operator's card claims as its runner, anyone else's as its author. */
+function claimer(ctx: ToolContext): string {
+  const actor = me(ctx);
+  if (actor.role !== 'agent') throw new EngineError('FORBIDDEN', `only agents claim tasks; this call acts for ${actor.role} ${actor.id}`);
+  return actor.id;
+}
 const taskId = z.int().positive().describe('the task id');
 const state = z.enum(TASK_STATES);
 
@@ -64,11 +71,11 @@ export const taskList = defineTool({
     if (a.states === undefined && a.mine === undefined) {
       const [pending, mine] = await Promise.all([
         tm.findTasks({ states: ['pending'], limit, visibleTo: me(ctx) }),
-        tm.findTasks({ assignee: ctx.agent, states: ['claimed', 'in_progress', 'waiting', 'review'], limit }),
+        tm.findTasks({ assignee: me(ctx).id, states: ['claimed', 'in_progress', 'waiting', 'review'], limit, visibleTo: me(ctx) }),
       ]);
       return { pending: pending.map(toWireTask), assigned_to_you: mine.map(toWireTask) };
     }
-    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? ctx.agent : undefined, limit, visibleTo: me(ctx) });
+    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? me(ctx).id : undefined, limit, visibleTo: me(ctx) });
     return { tasks: tasks.map(toWireTask) };
   },
 });
@@ -85,7 +92,7 @@ export const taskClaim = defineTool({
   }),
   execute: async (a, ctx) => {
     const claimed = await manager(ctx).claimTask({
-      agent: ctx.agent,
+      agent: claimer(ctx),
       taskId: a.task_id,
       queue: a.queue,
       capabilities: a.capabilities,
@@ -136,7 +143,7 @@ export const taskHeartbeat = defineTool({
   execute: async (a, ctx) => {
     const { leaseExpiresAt } = await manager(ctx).heartbeat({
       taskId: a.task_id,
-      agent: ctx.agent,
+      agent: claimer(ctx),
       claimToken: a.claim_token,
       leaseMs: a.lease_seconds === undefined ? undefined : a.lease_seconds * 1000,
     });

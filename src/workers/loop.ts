@@ -6,12 +6,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import {
+  type Actor,
   type Approval,
   type ControlState,
   type FinalPhase,
   type Step,
   type TaskCard,
   type TaskMove,
+  asAgent,
   checkCardAuthor,
   isEngineError,
   parseDuration,
@@ -61,9 +63,9 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
 
   // Defence in depth: powers on a card that no operator wrote were refused at creation; a
   // task written past TaskManager is refused again here, before any step.
-  const author = checkCardAuthor(ctx.task.card, { role: ctx.task.creatorRole, id: ctx.task.creator });
-  if (!author.ok) {
-    const fin = await finish('rejected', 'forbidden_card', { message: `${author.code}: ${author.message}` });
+  const authored = checkCardAuthor(ctx.task.card, { role: ctx.task.creatorRole, id: ctx.task.creator });
+  if (!authored.ok) {
+    const fin = await finish('rejected', 'forbidden_card', { message: `${authored.code}: ${authored.message}` });
     yield fin.event;
     return fin.result;
   }
@@ -100,6 +102,10 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   let rejections: Array<{ tool: string; reason: string }> = [];
   const answers: AnswerCounts = { blocked: 0, weak: 0 };
 
+  // The task tools act for the card's author, not for the runner that holds the claim: an
+  // agent's card reads, creates and cancels only as its author may. An operator's card acts
+  // as the runner (its author trusted it with the runner's rights).
+  const actingFor: Actor = ctx.task.creatorRole === 'operator' || ctx.task.creatorRole === 'system' ? asAgent(fence.agent) : { id: ctx.task.creator, role: ctx.task.creatorRole };
   // Every call's arguments pass the tool's schema, the card's observe and final-state calls too.
   const exec = async (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> => {
     const tool = tools.get(toolName)!;
@@ -109,7 +115,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     } catch (err) {
       return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false };
     }
-    return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, idempotencyKey: key, services: ctx.services }, abort.signal);
+    return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, abort.signal);
   };
 
   async function* step(kind: Step['kind'], tool: string | null, args: unknown, key?: string): AsyncGenerator<TaskLoopEvent, Step, undefined> {
@@ -135,7 +141,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     return finished;
   }
   /** Every call a planner proposed passes the one gate (gate.ts), a resumed approved call too. */
-  const gateCall = (toolName: string, rawArgs: unknown, approval?: Approval) =>
+  const gateCall = (toolName: string, rawArgs: unknown, approval?: Approval, of: 'planner' | 'card' = 'planner') =>
     gate({
       card,
       tools,
@@ -145,11 +151,24 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       usage: state.usage,
       toolName,
       rawArgs,
-      planRefusal: checkPlanAction(state.plan, toolName),
+      // The current plan item narrows what the planner may call, not the card's own reads.
+      planRefusal: of === 'planner' ? checkPlanAction(state.plan, toolName) : null,
       hooks,
       call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
       ...(approval === undefined ? {} : { approval }),
     });
+  /**
+   * The card's own reads (observe, final_state) pass the gate too: a breaker that is open or
+   * a tool_before hook that refuses stops them as it stops the planner's calls.
+   */
+  const cardRead = async (toolName: string, args: Record<string, unknown>): Promise<ExecOutcome & { end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } }> => {
+    const verdict = await gateCall(toolName, args, undefined, 'card');
+    if (verdict.kind === 'refuse') return { ok: false, error: verdict.reason, durationMs: 0, aborted: false, ...(verdict.end === undefined ? {} : { end: verdict.end }) };
+    if (verdict.kind === 'park') return { ok: false, error: `${toolName} needs a person's approval, which a card's own read cannot wait for`, durationMs: 0, aborted: false };
+    const out = await exec(verdict.tool.name, verdict.args, randomUUID());
+    if (!(!out.ok && out.aborted)) await runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
+    return out;
+  };
   /** The planner said done: acceptance over the final state decides how the run ends. */
   const accept = async () => {
     const report = await runAcceptance({
@@ -157,7 +176,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       tools,
       usedTools: state.trace.usedTools,
       allowCommands: ctx.task.creatorRole === 'operator',
-      read: (tool, args) => exec(tool, args, randomUUID()),
+      read: (tool, args) => cardRead(tool, args),
       signal: abort.signal,
     });
     // A run that had to skip a high-risk call (its approval expired, the card says degrade)
@@ -214,8 +233,13 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
       if (card.observe !== undefined) {
         const { tool, args } = card.observe;
         const started = yield* step('observe', tool, args);
-        const out = await exec(tool, args, randomUUID());
-        await runs.breakerRecord(tool, out.ok, ctx.breakerPolicy, fence.taskId);
+        const out = await cardRead(tool, args);
+        if (!out.ok && out.end !== undefined) {
+          yield* settle(started, 'rejected', { error: out.error, durationMs: 0 });
+          const fin = await finish(out.end.phase, out.end.stopReason, { message: out.error });
+          yield fin.event;
+          return fin.result;
+        }
         if (out.ok) {
           // max_failures counts consecutive failed observations, decisions and actions; only
           // a successful action resets it. A run that sees fine but never gets anything done
@@ -306,10 +330,13 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
         continue;
       }
 
-      // gate → execute
+      // gate → execute. The gate decides before the action step is written, and the step
+      // records the arguments it admitted: a `started` action step is always one the gate let
+      // through, so a resume may carry it out as recorded. A crash during the gate leaves the
+      // decision as the run's last step, and it is taken again (loop-state.ts cutOff).
       const key = randomUUID();
-      const actionStep = yield* step('action', decision.tool, decision.args, key);
       const verdict = await gateCall(decision.tool, decision.args);
+      const actionStep = yield* step('action', decision.tool, verdict.kind === 'refuse' ? decision.args : verdict.args, key);
       if (verdict.kind === 'refuse') {
         const refused = yield* settle(actionStep, 'rejected', { error: verdict.reason, durationMs: 0 });
         rejections.push({ tool: decision.tool, reason: verdict.reason });
