@@ -1,6 +1,6 @@
 /** Turning CLI strings into typed values; each failure is a VALIDATION_FAILED naming the flag. */
 import { readFileSync } from 'node:fs';
-import { EngineError, parseDuration, parseTime } from '../engine/index.js';
+import { EngineError, LIMITS, assertTextDepth, parseDuration, parseTime } from '../engine/index.js';
 
 export function integer(text: string, flag: string): number {
   if (!/^-?\d{1,16}$/.test(text.trim())) throw new EngineError('VALIDATION_FAILED', `${flag}: '${text}' is not an integer`);
@@ -24,7 +24,10 @@ export function list(text: string): string[] {
   return text.split(',').map((s) => s.trim()).filter((s) => s.length > 0);
 }
 
-/** Reads a JSON object from a file, or from standard input when `source` is `-`. */
+/**
+ * Reads a JSON object from a file, or from standard input when `source` is `-`. Text nested
+ * deeper than LIMITS.jsonDepth is refused before it is parsed (a VALIDATION_FAILED line).
+ */
 export function jsonObjectFrom(source: string, what: string): Record<string, unknown> {
   let text: string;
   try {
@@ -32,6 +35,7 @@ export function jsonObjectFrom(source: string, what: string): Record<string, unk
   } catch (err) {
     throw new EngineError('VALIDATION_FAILED', `${what}: cannot read ${source === '-' ? 'standard input' : source}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`);
   }
+  assertTextDepth(text, what, LIMITS.jsonDepth);
   let value: unknown;
   try {
     value = JSON.parse(text);

@@ -8,6 +8,7 @@ export * from './bus.js';
 export * from './tail.js';
 export * from './durations.js';
 export { LIMITS } from './schemas.js';
+export * from './json-depth.js';
 export type { TaskStore, WriteOutcome, ReadEventsQuery, SweepOptions } from './store.js';
 export { createTaskManager, type TaskManager, type TaskManagerOptions } from './task-manager.js';
 export { createSqliteStore, type SqliteStoreOptions, type SqliteTaskStore } from './sqlite/task-store.js';

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { EngineError } from './errors.js';
+import { MAX_JSON_DEPTH, depthMessage, nestsDeeper } from './json-depth.js';
 import { ACTOR_ROLES, type Actor, type ActorRole, type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';
 
 export const LIMITS = {
@@ -19,6 +20,8 @@ export const LIMITS = {
   priority: 1_000_000,
   maxAttempts: 100,
   leaseMs: 24 * 3_600_000,
+  /** Levels of objects and arrays in any JSON input (json-depth.ts). */
+  jsonDepth: MAX_JSON_DEPTH,
 } as const;
 
 // Control characters would break one-line CLI output and logs; everything else in
@@ -37,8 +40,13 @@ function byteLength(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');
 }
 
+// The depth check aborts before the size check, whose JSON.stringify would overflow the stack.
+const shallow = (v: unknown) => !nestsDeeper(v, LIMITS.jsonDepth);
+const depthIssue = { message: depthMessage(LIMITS.jsonDepth), abort: true };
+
 export const card = z
   .record(z.string(), z.unknown(), 'must be a JSON object')
+  .refine(shallow, depthIssue)
   .refine((c) => byteLength(c) <= LIMITS.cardBytes, `at most ${LIMITS.cardBytes} bytes of JSON`);
 
 export const actor = z.strictObject({ id: name, role: z.enum(ACTOR_ROLES) });
@@ -88,7 +96,10 @@ export const heartbeatInput = z.strictObject({
   leaseMs: z.int().min(100).max(LIMITS.leaseMs).optional(),
 });
 
-const result = z.unknown().refine((r) => r === undefined || byteLength(r) <= LIMITS.resultBytes, `at most ${LIMITS.resultBytes} bytes of JSON`);
+const result = z
+  .unknown()
+  .refine(shallow, depthIssue)
+  .refine((r) => r === undefined || byteLength(r) <= LIMITS.resultBytes, `at most ${LIMITS.resultBytes} bytes of JSON`);
 const reason = z.string().max(LIMITS.reasonChars).optional();
 
 export const transitionInput = z.strictObject({

@@ -6,14 +6,26 @@
  *
  * What reaches the model is an engine refusal (its stable code and one-line message) or a
  * generic TOOL_FAILED naming the tool; an internal error's own text (a stack, a path, SQL)
- * goes to the server's log, never to the model.
+ * goes to the server's log, never to the model. Those are tool results (`isError: true`);
+ * only protocol-level problems are JSON-RPC errors, and on stdio every line gets one when it
+ * is refused (mcp-transport.ts): -32700, -32600, -32601, or -32602 for params of the wrong
+ * shape or nested deeper than LIMITS.jsonDepth.
  */
 import { randomUUID } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { CallToolRequestSchema, InitializeRequestSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { type TaskManager, assertBindableName, isEngineError } from '../engine/index.js';
+import type { RequestSchemas } from './mcp-message.js';
+import { createStdioTransport } from './mcp-transport.js';
 import type { Tool } from './registry.js';
+
+/** The requests the server serves, by method; a transport checks their params before the SDK does. */
+export const SERVED_REQUESTS: RequestSchemas = {
+  initialize: InitializeRequestSchema,
+  ping: PingRequestSchema,
+  'tools/list': ListToolsRequestSchema,
+  'tools/call': CallToolRequestSchema,
+};
 
 export interface McpServerOptions {
   agent: string;
@@ -30,6 +42,7 @@ export function createMcpServer(opts: McpServerOptions): Server {
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const byName = new Map(opts.tools.map((t) => [t.name, t]));
   const server = new Server({ name: 'taskloop', version: opts.version ?? '0.1.0' }, { capabilities: { tools: {} } });
+  server.onerror = (err) => log(`taskloop mcp: ${err.message.split('\n')[0]}`);
 
   server.setRequestHandler(ListToolsRequestSchema, async () => ({
     tools: opts.tools.map((t) => ({
@@ -64,12 +77,12 @@ export function createMcpServer(opts: McpServerOptions): Server {
   return server;
 }
 
-/** Serves on stdin/stdout until the client closes the stream. */
+/** Serves on stdin/stdout until the client closes its end and every request read is answered. */
 export async function serveStdio(opts: McpServerOptions): Promise<void> {
   const server = createMcpServer(opts);
   const closed = new Promise<void>((resolve) => {
     server.onclose = () => resolve();
   });
-  await server.connect(new StdioServerTransport());
+  await server.connect(createStdioTransport({ requests: SERVED_REQUESTS, ...(opts.log === undefined ? {} : { log: opts.log }) }));
   await closed;
 }

@@ -4,7 +4,7 @@
  * as JSON Schema for OpenAI function calling and MCP.
  */
 import { z } from 'zod';
-import { type Actor, EngineError, type TaskCard } from '../engine/index.js';
+import { type Actor, EngineError, LIMITS, type TaskCard, depthMessage, nestsDeeper } from '../engine/index.js';
 
 export type ToolKind = 'read' | 'write';
 export type ToolRisk = 'low' | 'high';
@@ -76,7 +76,10 @@ export interface Tool {
   admit(args: Record<string, unknown>, card: TaskCard): string | null;
   /** JSON Schema of the arguments, computed once. */
   readonly parameters: Record<string, unknown>;
-  /** Validates raw arguments; throws VALIDATION_FAILED naming the tool and field. */
+  /**
+   * Validates raw arguments; throws VALIDATION_FAILED naming the tool and field. Arguments
+   * nested deeper than LIMITS.jsonDepth are refused before zod walks them.
+   */
   parse(args: unknown): Record<string, unknown>;
   execute(args: Record<string, unknown>, ctx: ToolContext): Promise<unknown>;
 }
@@ -102,6 +105,7 @@ export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>)
     admit: (args: Record<string, unknown>, card: TaskCard) => spec.admit?.(args as A, card) ?? null,
     parameters,
     parse(args: unknown) {
+      if (nestsDeeper(args, LIMITS.jsonDepth)) throw new EngineError('VALIDATION_FAILED', `${spec.name}: arguments ${depthMessage(LIMITS.jsonDepth)}`);
       const parsed = spec.args.safeParse(args ?? {});
       if (parsed.success) return parsed.data;
       const issue = parsed.error.issues[0]!;

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers.js';
-import { cli, cliJson } from './helpers.js';
+import { cli, cliJson, spawnCli } from './helpers.js';
 
 function fingerprint(db: string): string {
   const conn = new Database(db, { readonly: true });
@@ -57,6 +57,22 @@ describe('bad input through the CLI', () => {
       expect(JSON.parse(json.stderr), args.join(' ')).toMatchObject({ error: { code } });
       expect(json.stderr).not.toMatch(/\n|at .*\.js:\d+/);
     }
+    expect(fingerprint(db)).toBe(before);
+  });
+
+  it('refuses a card nested 5,000 levels on standard input with one VALIDATION_FAILED line naming the limit, and writes nothing', async () => {
+    const dir = tempDir();
+    const db = join(dir, 't.db');
+    await cliJson(db, 'task', 'create', '--title', 'keep me');
+    const before = fingerprint(db);
+    const deep = `{"goal":"g","x":${'['.repeat(5000)}${']'.repeat(5000)}}`;
+    for (const args of [['task', 'create', '--title', 't', '--card', '-'], ['card', 'check', '-']]) {
+      const r = await spawnCli(['--db', db, ...args], { input: deep });
+      expect(r.code, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toBe('taskloop: VALIDATION_FAILED: card nests deeper than 64 levels (JSON input may nest at most 64)');
+    }
+    const file = await cli(db, '--json', 'task', 'create', '--title', 't', '--card', writeCard(dir, 'deep.json', deep));
+    expect(JSON.parse(file.stderr)).toEqual({ error: { code: 'VALIDATION_FAILED', message: 'card nests deeper than 64 levels (JSON input may nest at most 64)' } });
     expect(fingerprint(db)).toBe(before);
   });
 

@@ -72,6 +72,19 @@ describe('POST /api/tasks', () => {
     expect(reasons.status).toBe(400);
     expect((await tm.findTasks()).length).toBe(0);
   });
+  it('refuses a 10 KB body nested 5,000 levels with 400 VALIDATION_FAILED naming the depth limit, writes nothing, and goes on serving', async () => {
+    const { op, tm } = await startServer();
+    const body = `{"title":"deep","card":{"goal":"g","x":${'['.repeat(5000)}${']'.repeat(5000)}}}`;
+    expect(body.length).toBeGreaterThan(10_000);
+    const r = await api(op, 'POST', '/api/tasks', body);
+    expect(r.status).toBe(400);
+    expect(r.json.error).toEqual({ code: 'VALIDATION_FAILED', message: 'create: the body nests deeper than 64 levels (JSON input may nest at most 64)' });
+    noStack(r.json);
+    expect((await tm.stats()).lastEventId).toBe(0);
+    const fine = await api(op, 'POST', '/api/tasks', { title: 'shallow', card: { goal: 'g', x: [[1]] }, attach: false });
+    expect(fine.status).toBe(201);
+    expect((await tm.findTasks()).map((t) => t.title)).toEqual(['shallow']);
+  });
 });
 
 describe('reading tasks and runs', () => {

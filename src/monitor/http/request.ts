@@ -1,10 +1,11 @@
 /**
- * Reading a request at the edge: the JSON body (at most 1 MiB, else 413), parsed by a zod
- * schema (else 400 VALIDATION_FAILED naming the field), and ids from the path.
+ * Reading a request at the edge: the JSON body (at most 1 MiB, else 413; nested at most
+ * LIMITS.jsonDepth levels, else 400), parsed by a zod schema (else 400 VALIDATION_FAILED
+ * naming the field), and ids from the path.
  */
 import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod';
-import { type Actor, EngineError, type Task, type TaskManager, mayRead } from '../../engine/index.js';
+import { type Actor, EngineError, LIMITS, type Task, type TaskManager, assertTextDepth, mayRead } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 
 /** The largest body any endpoint accepts. */
@@ -44,11 +45,12 @@ export function readBody(req: IncomingMessage, limit = MAX_BODY_BYTES): Promise<
   });
 }
 
-/** The body as JSON, parsed by `schema`; an empty body is `{}`. */
+/** The body as JSON, parsed by `schema`; an empty body is `{}`. Depth is checked on the text, before anything walks it. */
 export async function readJson<T>(req: IncomingMessage, schema: z.ZodType<T>, what: string): Promise<T> {
   const text = await readBody(req);
   let value: unknown = {};
   if (text.trim() !== '') {
+    assertTextDepth(text, `${what}: the body`, LIMITS.jsonDepth);
     try {
       value = JSON.parse(text);
     } catch (err) {
