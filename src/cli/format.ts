@@ -19,7 +19,7 @@ export function taskTable(tasks: Task[]): string {
 export function eventLine(e: TaskEvent): string {
   const move = typeof e.data.to === 'string' ? ` ${typeof e.data.from === 'string' ? `${e.data.from} -> ` : ''}${e.data.to}` : '';
   const reason = typeof e.data.reason === 'string' ? ` (${e.data.reason})` : '';
-  return `${iso(e.createdAt)} #${e.id} task ${e.taskId ?? '-'} ${e.type}${move} by ${e.actor}${reason}`;
+  return `${iso(e.createdAt)} #${e.id} task ${e.taskId ?? '-'} ${e.type}${move} by ${e.actorRole} ${e.actor}${reason}`;
 }
 
 export function runLines(r: Run): string[] {

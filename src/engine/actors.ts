@@ -68,14 +68,29 @@ export function isSystemName(name: string): boolean {
 }
 
 /**
+ * What an agent or reviewer may be called: plain ASCII letters, digits and `. _ @ + -`,
+ * starting with a letter or digit. No spaces, no invisible, combining, bidirectional or
+ * look-alike characters, so a name that reads as `operator` in a log is `operator`.
+ */
+export const BINDABLE_NAME = /^[A-Za-z0-9][A-Za-z0-9._@+-]{0,99}$/;
+
+/**
  * Checks a name about to be bound to an agent or reviewer identity; throws `RESERVED_NAME`
- * with a one-line message naming where it was given.
+ * (or `VALIDATION_FAILED` for a name outside BINDABLE_NAME) with a one-line message naming
+ * where it was given.
  */
 export function assertBindableName(name: string, where: string): string {
   if (isReservedName(name)) {
     throw new EngineError(
       'RESERVED_NAME',
       `${where}: '${name}' is reserved for the operator or the system; pick another name for an agent`,
+      { name },
+    );
+  }
+  if (!BINDABLE_NAME.test(name)) {
+    throw new EngineError(
+      'VALIDATION_FAILED',
+      `${where}: ${JSON.stringify(name)} is not a plain name: agent and reviewer names are ASCII letters, digits and . _ @ + - (at most 100)`,
       { name },
     );
   }

@@ -4,7 +4,7 @@
  * `waiting_approval` and the task as `waiting`, its lease released. A decision re-queues
  * the task, and the resumed run executes exactly the approved call — or ends rejected.
  */
-import type { Actor } from './types.js';
+import type { Actor, ActorRole } from './types.js';
 
 export type ApprovalState = 'pending' | 'approved' | 'rejected' | 'expired' | 'used' | 'revoked';
 
@@ -22,6 +22,8 @@ export interface Approval {
   expiresAt: number | null;
   decidedAt: number | null;
   decidedBy: string | null;
+  /** The role of whoever decided (an agent named like a reviewer is not one). */
+  decidedByRole: ActorRole | null;
 }
 
 export interface ParkInput {

@@ -29,7 +29,11 @@ const isCreator = (task: AuthoritySubject, actor: Actor): boolean => sameActor(a
 export function mayDecideApproval(actor: Actor, task: AuthoritySubject, approvalId: number): MoveVerdict {
   if (actor.role === 'operator') return ok;
   if (actor.role === 'reviewer') {
-    return isCreator(task, actor) ? forbidden(`approval ${approvalId}: reviewer ${actor.id} created task ${task.id} and may not approve its own request`) : ok;
+    // Four eyes by name, whatever the role: a reviewer who shares a name with the task's
+    // creator or assignee is presumed to be the same party.
+    if (actor.id === task.creator) return forbidden(`approval ${approvalId}: reviewer ${actor.id} bears the name of task ${task.id}'s creator and may not decide its requests`);
+    if (actor.id === task.assignee) return forbidden(`approval ${approvalId}: reviewer ${actor.id} bears the name of task ${task.id}'s assignee and may not decide its requests`);
+    return ok;
   }
   return forbidden(`approval ${approvalId}: only an operator or a reviewer may decide it (${actor.role} ${actor.id} may not)`);
 }

@@ -68,6 +68,11 @@ export const cardSchema = z.strictObject({
       tools: z.array(toolName).default([]),
       expires_in: duration.optional(),
       on_expiry: z.enum(['degraded', 'failed']).default('failed'),
+      /**
+       * The acceptance checks a call skipped on expiry would have satisfied: a run ends
+       * `degraded` only when every check it failed is one of these; else it fails.
+       */
+      covers: z.array(z.string().min(1)).default([]),
     })
     .optional(),
   final_state: z.record(z.string(), call).default({}),

@@ -123,6 +123,7 @@ export function toWireApproval(a: Approval): Record<string, unknown> {
     expires_at: iso(a.expiresAt),
     decided_at: iso(a.decidedAt),
     decided_by: a.decidedBy,
+    decided_by_role: a.decidedByRole,
   };
 }
 

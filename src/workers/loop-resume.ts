@@ -70,7 +70,7 @@ export async function* resumeDecided(s: ResumeScope): AsyncGenerator<TaskLoopEve
  */
 export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
   for (const declared of steps.filter((step) => step.status === 'not_happened')) {
-    const parked = yield* redo(s, declared);
+    const parked = yield* redo(s, declared, true);
     if (parked !== undefined) return parked;
   }
   const undeclared = steps.find((step) => step.status === 'unknown');
@@ -86,15 +86,12 @@ export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGe
       yield* s.settle(unfinished, 'abandoned', { error: 'interrupted; made again', durationMs: 0 });
     } else if (tool.kind === 'read' || tool.idempotent) {
       // The decision stands: a read, or a write that is safe to repeat under the same
-      // idempotency key, is carried out again.
-      if (tool.kind === 'write') s.state.usage.writeCalls++;
-      const out = await s.exec(tool.name, unfinished.args as Record<string, unknown>, unfinished.idempotencyKey ?? randomUUID());
-      if (!out.ok && out.aborted) {
-        yield* s.settle(unfinished, 'failed', { error: out.error, durationMs: out.durationMs });
-      } else {
-        const done = yield* s.settle(unfinished, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
-        recordAction(s.state, done, tool.kind === 'write');
-      }
+      // idempotency key, is carried out again — through the whole gate again, since a step
+      // may have been written for a call the gate was still deciding (or had refused) when
+      // the crash came: nothing outside the card's allowlist or scope runs, and a call that
+      // needs a person waits for one.
+      const parked = yield* redo(s, unfinished, false);
+      if (parked !== undefined) return parked;
     } else {
       s.state.usage.writeCalls++;
       const lost = yield* s.settle(unfinished, 'unknown', { error: 'the write started but its outcome was lost in a crash; reconcile it before resuming', durationMs: 0 });
@@ -107,11 +104,14 @@ export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGe
   return undefined;
 }
 
-/** Carries out a write an operator declared did not happen: the same call, through the gate again. */
-async function* redo(s: ResumeScope, step: Step): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+/**
+ * Carries out a recorded call again, through the whole gate: an interrupted read or idempotent
+ * write, or a write an operator declared did not happen (`giveBack`: its lost attempt was
+ * counted against the write budget, and is given back).
+ */
+async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
   const tool = s.tools.get(step.tool ?? '');
-  // The lost attempt was counted against the write budget; it did not happen, so it is given back.
-  if (tool?.kind === 'write') s.state.usage.writeCalls = Math.max(0, s.state.usage.writeCalls - 1);
+  if (giveBack && tool?.kind === 'write') s.state.usage.writeCalls = Math.max(0, s.state.usage.writeCalls - 1);
   const verdict = await s.gate(step.tool ?? '', step.args);
   if (verdict.kind === 'park') {
     // Its earlier approval was used by the attempt that was lost: a person approves it again.
@@ -131,7 +131,11 @@ async function* redo(s: ResumeScope, step: Step): AsyncGenerator<TaskLoopEvent, 
   }
   if (verdict.tool.kind === 'write') s.state.usage.writeCalls++;
   const out = await s.exec(verdict.tool.name, verdict.args, step.idempotencyKey ?? randomUUID());
-  if (!(!out.ok && out.aborted)) await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+  if (!out.ok && out.aborted) {
+    yield* s.settle(step, 'failed', { error: out.error, durationMs: out.durationMs });
+    return undefined; // the stop is handled at the top of the loop
+  }
+  await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
   const done = yield* s.settle(step, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
   recordAction(s.state, done, verdict.tool.kind === 'write');
   return undefined;

@@ -5,33 +5,19 @@
  * claimed task; every step is a persisted, fenced checkpoint.
  */
 import { randomUUID } from 'node:crypto';
-import {
-  type Actor,
-  type Approval,
-  type ControlState,
-  type FinalPhase,
-  type Step,
-  type TaskCard,
-  type TaskMove,
-  asAgent,
-  checkCardAuthor,
-  isEngineError,
-  parseDuration,
-} from '../engine/index.js';
-import { runAcceptance } from './acceptance.js';
+import { type ControlState, type Step, type TaskCard, checkCardAuthor, isEngineError, parseDuration } from '../engine/index.js';
 import { budgetFromCard, exhausted } from './budget.js';
 import { checkCardWithTools, visionRefusal } from './card-check.js';
-import { type ExecOutcome, executeTool } from './execute.js';
-import { gate } from './gate.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeDecided, resumeInterrupted, resumeParked } from './loop-resume.js';
 import { type AnswerCounts, applyRestartPolicy } from './restart-policy.js';
 import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout } from './loop-context.js';
 import { createFinisher, progressOf } from './loop-finish.js';
+import { createRunCalls } from './loop-calls.js';
 import { createDetectors } from './detectors.js';
 import { splitImage } from './images.js';
 import { type Observation, type Planner, PlannerError } from './planner.js';
-import { checkPlanAction, planView, replan } from './plan.js';
+import { planView, replan } from './plan.js';
 import { createHookRegistry } from '../plugins/hooks.js';
 
 const PAUSE_RECHECK_MS = 1000;
@@ -102,21 +88,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   let rejections: Array<{ tool: string; reason: string }> = [];
   const answers: AnswerCounts = { blocked: 0, weak: 0 };
 
-  // The task tools act for the card's author, not for the runner that holds the claim: an
-  // agent's card reads, creates and cancels only as its author may. An operator's card acts
-  // as the runner (its author trusted it with the runner's rights).
-  const actingFor: Actor = ctx.task.creatorRole === 'operator' || ctx.task.creatorRole === 'system' ? asAgent(fence.agent) : { id: ctx.task.creator, role: ctx.task.creatorRole };
-  // Every call's arguments pass the tool's schema, the card's observe and final-state calls too.
-  const exec = async (toolName: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome> => {
-    const tool = tools.get(toolName)!;
-    let parsed: Record<string, unknown>;
-    try {
-      parsed = tool.parse(args);
-    } catch (err) {
-      return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false };
-    }
-    return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, abort.signal);
-  };
+  const { exec, gate: gateCall, cardRead, accept } = createRunCalls({ ctx, card, run, fence, state, hooks, signal: abort.signal, finish });
 
   async function* step(kind: Step['kind'], tool: string | null, args: unknown, key?: string): AsyncGenerator<TaskLoopEvent, Step, undefined> {
     const started = await runs.beginStep(fence, { runId: run.id, kind, tool: tool ?? undefined, args, idempotencyKey: key });
@@ -140,53 +112,6 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     yield { type: 'step_finished', step: finished };
     return finished;
   }
-  /** Every call a planner proposed passes the one gate (gate.ts), a resumed approved call too. */
-  const gateCall = (toolName: string, rawArgs: unknown, approval?: Approval, of: 'planner' | 'card' = 'planner') =>
-    gate({
-      card,
-      tools,
-      runs,
-      breakerPolicy: ctx.breakerPolicy,
-      budget: run.budget,
-      usage: state.usage,
-      toolName,
-      rawArgs,
-      // The current plan item narrows what the planner may call, not the card's own reads.
-      planRefusal: of === 'planner' ? checkPlanAction(state.plan, toolName) : null,
-      hooks,
-      call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal: abort.signal, services: ctx.services },
-      ...(approval === undefined ? {} : { approval }),
-    });
-  /**
-   * The card's own reads (observe, final_state) pass the gate too: a breaker that is open or
-   * a tool_before hook that refuses stops them as it stops the planner's calls.
-   */
-  const cardRead = async (toolName: string, args: Record<string, unknown>): Promise<ExecOutcome & { end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } }> => {
-    const verdict = await gateCall(toolName, args, undefined, 'card');
-    if (verdict.kind === 'refuse') return { ok: false, error: verdict.reason, durationMs: 0, aborted: false, ...(verdict.end === undefined ? {} : { end: verdict.end }) };
-    if (verdict.kind === 'park') return { ok: false, error: `${toolName} needs a person's approval, which a card's own read cannot wait for`, durationMs: 0, aborted: false };
-    const out = await exec(verdict.tool.name, verdict.args, randomUUID());
-    if (!(!out.ok && out.aborted)) await runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
-    return out;
-  };
-  /** The planner said done: acceptance over the final state decides how the run ends. */
-  const accept = async () => {
-    const report = await runAcceptance({
-      card,
-      tools,
-      usedTools: state.trace.usedTools,
-      allowCommands: ctx.task.creatorRole === 'operator',
-      read: (tool, args) => cardRead(tool, args),
-      signal: abort.signal,
-    });
-    // A run that had to skip a high-risk call (its approval expired, the card says degrade)
-    // and then fails acceptance ends degraded: the report says what is missing and why.
-    const degraded = report.verdict === 'failed' && state.degraded;
-    const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : degraded ? 'degraded' : 'failed';
-    const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : degraded ? 'approval_expired' : 'acceptance_failed';
-    const moves: TaskMove[] | undefined = report.verdict === 'await_manual' ? [{ to: 'review', by: 'assignee', reason: 'manual acceptance items' }] : undefined;
-    return finish(phase, stopReason, { acceptance: report, moves, message: report.verdict === 'failed' ? `acceptance failed: ${[...report.failed, ...report.unreachable].join('; ')}` : undefined });
-  };
   const failure = () => {
     state.usage.consecutiveFailures++;
     return state.usage.consecutiveFailures >= run.budget.maxFailures;

@@ -79,11 +79,13 @@ describe('bad input through the CLI', () => {
   it('keeps SQL metacharacters and unicode intact in every text field', async () => {
     const db = join(tempDir(), 't.db');
     const nasty = `Robert'); DROP TABLE tasks;-- 任务 🚀 "q" %_`;
-    const created = await cliJson(db, '--as', nasty, 'task', 'create', '--title', nasty, '--for', nasty, '--idempotency-key', nasty);
-    expect(created).toMatchObject({ title: nasty, creator: nasty, for_agent: nasty, idempotency_key: nasty });
-    const claim = await cliJson<{ claim_token: string }>(db, '--as', nasty, 'task', 'claim');
-    const moved = await cliJson(db, '--as', nasty, 'task', 'transition', '1', 'in_progress', '--token', claim.claim_token, '--reason', nasty);
-    expect(moved.assignee).toBe(nasty);
+    // An identity is a plain name; the text is kept verbatim everywhere else.
+    expect((await cli(db, '--as', nasty, 'task', 'list')).stderr).toMatch(/^taskloop: VALIDATION_FAILED: --as: .* is not a plain name/);
+    const created = await cliJson(db, '--as', 'robert', 'task', 'create', '--title', nasty, '--for', 'robert', '--idempotency-key', nasty);
+    expect(created).toMatchObject({ title: nasty, creator: 'robert', for_agent: 'robert', idempotency_key: nasty });
+    const claim = await cliJson<{ claim_token: string }>(db, '--as', 'robert', 'task', 'claim');
+    const moved = await cliJson(db, '--as', 'robert', 'task', 'transition', '1', 'in_progress', '--token', claim.claim_token, '--reason', nasty);
+    expect(moved.assignee).toBe('robert');
     const shown = await cliJson<{ events: Array<{ data: { reason?: string } }> }>(db, 'task', 'show', '1');
     expect(shown.events.at(-1)!.data.reason).toBe(nasty);
   });

@@ -2,7 +2,7 @@ import { request } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { OPERATOR } from '../../src/engine/index.js';
 import { isLoopback, tokensFromEnv } from '../../src/monitor/http/auth.js';
-import { SESSION_MS, createSessions } from '../../src/monitor/http/session.js';
+import { MAX_SESSIONS_PER_ACTOR, SESSION_MS, createSessions } from '../../src/monitor/http/session.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
 import { api, bearer, card, openStream, startServer } from './http-helpers.js';
 
@@ -147,9 +147,15 @@ describe('browser sessions (how the board carries a credential)', () => {
     expect(sessions.actorOf(first)).toEqual(OPERATOR);
     now = SESSION_MS;
     expect(sessions.actorOf(first)).toBeUndefined();
-    const ids = Array.from({ length: 1001 }, () => sessions.open(OPERATOR));
+    const who = (i: number) => ({ id: `agent${i}`, role: 'agent' as const });
+    const ids = Array.from({ length: 1001 }, (_, i) => sessions.open(who(i)));
     expect(sessions.actorOf(ids[0]!)).toBeUndefined();
-    expect(sessions.actorOf(ids[1]!)).toEqual(OPERATOR);
-    expect(sessions.actorOf(ids[1000]!)).toEqual(OPERATOR);
+    expect(sessions.actorOf(ids[1]!)).toEqual(who(1));
+    expect(sessions.actorOf(ids[1000]!)).toEqual(who(1000));
+    // One identity gives way to itself, never to others, past MAX_SESSIONS_PER_ACTOR.
+    const mine = Array.from({ length: MAX_SESSIONS_PER_ACTOR + 1 }, () => sessions.open(OPERATOR));
+    expect(sessions.actorOf(mine[0]!)).toBeUndefined();
+    expect(sessions.actorOf(mine[1]!)).toEqual(OPERATOR);
+    expect(sessions.actorOf(ids[1000]!)).toEqual(who(1000));
   });
 });

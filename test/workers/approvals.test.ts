@@ -72,7 +72,7 @@ describe('approvals', () => {
     for (const onExpiry of ['degraded', 'failed'] as const) {
       const h = harness();
       const tickets = seeded(h);
-      await h.tm.createTask({ title: 'ticket', card: ticketCard({ approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: onExpiry } }) }, operator);
+      await h.tm.createTask({ title: 'ticket', card: ticketCard({ approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: onExpiry, covers: ['notify_ok'] } }) }, operator);
       await runOnce(h);
       const other = h.other();
       // Thirty minutes pass: the approval's deadline is moved into the past, and the sweep of

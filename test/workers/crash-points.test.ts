@@ -15,7 +15,7 @@ const CRASH_PLUGIN = join(ROOT, 'test/fixtures/crash-plugin.mjs');
 const TERMINAL = ['completed', 'failed', 'cancelled'];
 
 interface Crash {
-  tm: TaskManager;
+  tm: TaskManager & { path: string };
   dir: string;
   file: string;
   marker: string;
@@ -74,12 +74,26 @@ describe('crash points of a step, with real processes killed there', () => {
     await stop(rescuer);
   });
 
-  it('after an action step begins: a non-idempotent write is never repeated; the run waits for input', async () => {
+  it('during the gate (a tool_before hook): the decision is taken again and the write lands once', async () => {
     const c = setup();
     const { id, rescuer } = await crashAndResume(c, payCard(c), 'action_begun');
     const [run] = await createSqliteRunStore(c.tm.store as SqliteTaskStore).runsOf(id);
+    expect(run).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(lines(c.file)).toBe('paid\n'); // no action step had been written: nothing was unknown
+    await stop(rescuer);
+  });
+
+  it('after an action step begins: a non-idempotent write is never repeated; the run waits for input', async () => {
+    const c = setup();
+    const card = daemonCard({
+      allowed_tools: ['log_append', 'noop'],
+      budget: { max_steps: 12, max_write_calls: 3 },
+      script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'log_append', args: { file: c.file, line: 'paid', crash_before: c.marker } }, { action: 'done' }],
+    });
+    const { id, rescuer } = await crashAndResume(c, card);
+    const [run] = await createSqliteRunStore(c.tm.store as SqliteTaskStore).runsOf(id);
     expect(run).toMatchObject({ phase: 'waiting_input', stopReason: 'unknown_side_effect', finishedAt: null });
-    expect(lines(c.file)).toBe(''); // killed in tool_before: the tool never ran, and nothing ran it since
+    expect(lines(c.file)).toBe(''); // killed as the tool began: it never wrote, and nothing ran it since
     await stop(rescuer);
   });
 

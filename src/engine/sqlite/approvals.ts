@@ -23,6 +23,7 @@ interface Row {
   expires_at: number | null;
   decided_at: number | null;
   decided_by: string | null;
+  decided_by_role: Approval['decidedByRole'];
 }
 
 const toApproval = (r: Row): Approval => ({
@@ -39,6 +40,7 @@ const toApproval = (r: Row): Approval => ({
   expiresAt: r.expires_at,
   decidedAt: r.decided_at,
   decidedBy: r.decided_by,
+  decidedByRole: r.decided_by_role,
 });
 
 export interface Approvals {
@@ -61,7 +63,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
   );
   const byId = db.prepare<[number], Row>('SELECT * FROM approvals WHERE id = ?');
   const byStep = db.prepare<[number], Row>('SELECT * FROM approvals WHERE step_id = ? ORDER BY id DESC LIMIT 1');
-  const setState = db.prepare('UPDATE approvals SET state = ?, reason = COALESCE(?, reason), decided_at = ?, decided_by = ? WHERE id = ?');
+  const setState = db.prepare('UPDATE approvals SET state = ?, reason = COALESCE(?, reason), decided_at = ?, decided_by = ?, decided_by_role = ? WHERE id = ?');
   const parkStep = db.prepare("UPDATE steps SET status = 'waiting_approval' WHERE id = ?");
   const parkRun = db.prepare("UPDATE runs SET phase = 'waiting_approval', usage = ? WHERE id = ?");
   const due = db.prepare<[number], Row>("SELECT * FROM approvals WHERE state = 'pending' AND expires_at IS NOT NULL AND expires_at <= ? ORDER BY id");
@@ -122,7 +124,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       fence(f);
       const row = get(approvalId);
       if (row.state !== 'approved') throw new EngineError('INVALID_TRANSITION', `approval ${approvalId} is ${row.state}, not approved`, { approval_id: approvalId });
-      setState.run('used', null, row.decided_at, row.decided_by, approvalId);
+      setState.run('used', null, row.decided_at, row.decided_by, row.decided_by_role, approvalId);
       events.push(writer.append(f.taskId, 'approval.used', asAgent(f.agent), { approval_id: approvalId }, now));
     },
     decide(input, now, events) {
@@ -133,7 +135,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       const verdict = mayDecideApproval(actor, { id: task.id, creator: task.creator, creatorRole: task.creator_role, assignee: task.assignee }, row.id);
       if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { approval_id: row.id });
       const state = input.approve ? 'approved' : 'rejected';
-      setState.run(state, input.reason ?? null, now, actor.id, row.id);
+      setState.run(state, input.reason ?? null, now, actor.id, actor.role, row.id);
       events.push(writer.append(row.task_id, 'approval.decided', actor, { approval_id: row.id, decision: state, ...(input.reason === undefined ? {} : { reason: input.reason }) }, now));
       requeue(row.task_id, `approval ${row.id} ${state}`, now, events);
       return toApproval(byId.get(row.id)!);
@@ -141,7 +143,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
     expire(now, events) {
       const expired: number[] = [];
       for (const row of due.all(now)) {
-        setState.run('expired', 'expired before a decision', now, 'system', row.id);
+        setState.run('expired', 'expired before a decision', now, 'approval', 'system', row.id);
         events.push(writer.append(row.task_id, 'approval.decided', systemActor('approval'), { approval_id: row.id, decision: 'expired' }, now));
         requeue(row.task_id, `approval ${row.id} expired`, now, events);
         expired.push(row.id);
@@ -151,7 +153,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
     revokeUnused(taskIds, now, events) {
       const rows = taskIds === 'all' ? unusedAll.all() : taskIds.flatMap((id) => unusedOf.all(id));
       for (const row of rows) {
-        setState.run('revoked', 'revoked by stop', now, 'control', row.id);
+        setState.run('revoked', 'revoked by stop', now, 'control', 'system', row.id);
         events.push(writer.append(row.task_id, 'approval.decided', systemActor('control'), { approval_id: row.id, decision: 'revoked' }, now));
       }
       return rows.length;

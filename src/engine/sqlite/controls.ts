@@ -16,10 +16,10 @@ export interface Controls {
 }
 
 export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): Controls {
-  const get = db.prepare<[number], { state: ControlState }>('SELECT state FROM controls WHERE task_id = ?');
+  const get = db.prepare<[number], { state: ControlState; set_by_role: string | null }>('SELECT state, set_by_role FROM controls WHERE task_id = ?');
   const upsert = db.prepare(
-    `INSERT INTO controls (task_id, state, reason, updated_at) VALUES (?, ?, ?, ?)
-     ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, reason = excluded.reason, updated_at = excluded.updated_at`,
+    `INSERT INTO controls (task_id, state, reason, updated_at, set_by_role) VALUES (?, ?, ?, ?, ?)
+     ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, reason = excluded.reason, updated_at = excluded.updated_at, set_by_role = excluded.set_by_role`,
   );
   const remove = db.prepare('DELETE FROM controls WHERE task_id = ?');
   const taskRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
@@ -50,24 +50,29 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
       for (const row of rows) {
         const verdict = mayControl(actor, { id: row.id, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee });
         if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
-        const current = get.get(row.id)?.state ?? 'running';
+        const control = get.get(row.id);
+        const current = control?.state ?? 'running';
         if (state === 'running') {
           if (current !== 'paused') {
             if (request.target === 'all') continue;
             throw new EngineError('INVALID_TRANSITION', `task ${row.id} is not paused (control: ${current})`, { task_id: row.id });
           }
+          // A pause is lifted by its own authority or a higher one: an operator's pause is the operator's to lift.
+          if (!outranks(actor.role, control?.set_by_role ?? 'agent')) {
+            throw new EngineError('FORBIDDEN', `task ${row.id}: paused by the ${control?.set_by_role}, so only an operator may resume it (${actor.role} ${actor.id} may not)`, { task_id: row.id });
+          }
           remove.run(row.id);
           events.push(writer.append(row.id, 'run.resume_requested', actor, { reason }, now));
         } else if (state === 'paused') {
           if (current === 'stopped') continue;
-          upsert.run(row.id, 'paused', reason, now);
+          upsert.run(row.id, 'paused', reason, now, actor.role);
           events.push(writer.append(row.id, 'run.pause_requested', actor, { reason }, now));
         } else if (row.state === 'pending' && hasOpenRun.get(row.id) === undefined) {
           // Nothing ever ran: stopping it is cancelling it.
           apply(row, { to: 'cancelled', actor, reason }, now, events);
           remove.run(row.id);
         } else {
-          upsert.run(row.id, 'stopped', reason, now);
+          upsert.run(row.id, 'stopped', reason, now, actor.role);
           events.push(writer.append(row.id, 'run.stop_requested', actor, { reason }, now));
           // A parked run is finished by the loop: put the task back so a worker resumes it and stops.
           if (row.state === 'waiting') apply(row, { to: 'pending', actor: systemActor('control'), reason }, now, events);
@@ -77,6 +82,11 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
       return affected;
     },
   };
+}
+
+/** Whether a control set by `setBy` may be lifted by `role`: operators and the system lift anyone's. */
+function outranks(role: string, setBy: string): boolean {
+  return role === 'operator' || role === 'system' || (setBy !== 'operator' && setBy !== 'system');
 }
 
 function verb(state: ControlState): string {

@@ -244,6 +244,8 @@ export const MIGRATIONS: readonly string[] = [
     ELSE creator_role || ':' || creator END
   WHERE idempotency_key IS NOT NULL;
   DROP INDEX tasks_by_key;
+  ALTER TABLE approvals ADD COLUMN decided_by_role TEXT;
+  ALTER TABLE controls ADD COLUMN set_by_role TEXT;
   CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL;
   `,
 ];

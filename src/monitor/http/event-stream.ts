@@ -6,12 +6,12 @@
  * `?task_id=` narrows the stream to one task.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { EngineError, type TaskManager, toWireEvent } from '../../engine/index.js';
+import { type Actor, EngineError, type TaskManager, mayRead, toWireEvent } from '../../engine/index.js';
 import { idParam, readableTask, refuseAgents } from './request.js';
 import type { Handler } from './router.js';
 import { type SseStream, resumeCursor } from './sse.js';
 
-export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res: ServerResponse) => SseStream): Handler {
+export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res: ServerResponse, actor: Actor) => SseStream): Handler {
   return async ({ req, res, query, actor }) => {
     const raw = resumeCursor(req, query);
     if (raw !== undefined && !/^\d{1,15}$/.test(raw)) throw new EngineError('VALIDATION_FAILED', `event cursor: '${raw}' is not an event id (a non-negative integer)`);
@@ -20,8 +20,13 @@ export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res:
     if (taskId === undefined) refuseAgents(actor, 'the event log of every task (GET /api/events without ?task_id=)');
     else await readableTask(tm, actor, taskId);
     const afterId = raw === undefined ? (await tm.stats()).lastEventId : Number(raw);
-    const stream = open(req, res);
+    const stream = open(req, res, actor);
     for await (const event of tm.follow({ afterId, taskId, signal: stream.signal })) {
+      // An agent's right to read is checked for every event, not only when the stream opened.
+      if (actor.role === 'agent' && taskId !== undefined && !mayRead(actor, await tm.store.getTask(taskId, false))) {
+        await stream.send({ event: 'stream_error', data: { error: { code: 'FORBIDDEN', message: `task ${taskId} is no longer yours to read` } } });
+        break;
+      }
       await stream.send({ id: event.id, data: toWireEvent(event) });
     }
     stream.end();

@@ -11,10 +11,10 @@
 import { type IncomingMessage, type ServerResponse, createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
-import { type BreakerPolicy, OPERATOR, type RunStore, type TaskManager } from '../../engine/index.js';
+import { type Actor, type BreakerPolicy, OPERATOR, type RunStore, type TaskManager } from '../../engine/index.js';
 import type { PluginSpec } from '../../plugins/load.js';
 import { type TokenTable, createAuthenticator, serverTokens, tokensFromEnv } from './auth.js';
-import { errorReply } from './errors.js';
+import { HttpError, errorReply } from './errors.js';
 import { eventsHandler } from './event-stream.js';
 import { createLoopHost } from './loop-host.js';
 import { ANONYMOUS, type Reply, type Route, createRouter } from './router.js';
@@ -25,6 +25,9 @@ import { runRoutes } from './run-routes.js';
 import { type SseOptions, type SseStream, openSse } from './sse.js';
 import { taskRoutes } from './task-routes.js';
 import { taskEventsHandler } from './task-stream.js';
+
+/** Event streams one identity may hold open at once (429 TOO_MANY_STREAMS past it). */
+export const MAX_STREAMS_PER_ACTOR = 32;
 
 export interface HttpServerOptions {
   tm: TaskManager;
@@ -100,17 +103,34 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   const owner = createRunOwner({ tm, runs, host: loopHost, agent, capabilities, leaseMs: opts.leaseMs, log });
 
   const streams = new Set<SseStream>();
-  const open = (req: IncomingMessage, res: ServerResponse): SseStream => {
+  // Each stream re-reads the log on every commit, in this process: one identity may hold at
+  // most MAX_STREAMS_PER_ACTOR, so a token cannot slow everyone else's writes to a crawl.
+  const perActor = new Map<string, number>();
+  const keyOf = (actor: Actor) => `${actor.role}:${actor.id}`;
+  const streamsOf = (actor: Actor) => perActor.get(keyOf(actor)) ?? 0;
+  const admit = (actor: Actor): void => {
+    if (streamsOf(actor) >= MAX_STREAMS_PER_ACTOR) {
+      throw new HttpError(429, 'TOO_MANY_STREAMS', `${actor.role} ${actor.id} already holds ${MAX_STREAMS_PER_ACTOR} event streams; close one first`);
+    }
+  };
+  const open = (req: IncomingMessage, res: ServerResponse, actor: Actor): SseStream => {
+    admit(actor);
     const stream = openSse(req, res, opts.sse);
     streams.add(stream);
-    stream.signal.addEventListener('abort', () => streams.delete(stream));
+    perActor.set(keyOf(actor), streamsOf(actor) + 1);
+    stream.signal.addEventListener('abort', () => {
+      streams.delete(stream);
+      const left = streamsOf(actor) - 1;
+      if (left > 0) perActor.set(keyOf(actor), left);
+      else perActor.delete(keyOf(actor));
+    });
     return stream;
   };
 
   const router = createRouter([
     { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: (await tm.stats()).lastEventId, owned_runs: owner.active() } }) },
     ...taskRoutes({ tm, runs, capabilities }),
-    { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open }) },
+    { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open, admit }) },
     ...runRoutes(runs, tm),
     { method: 'GET', path: '/api/events', handler: eventsHandler(tm, open) },
     ...sessionRoutes(auth, sessions, codes),

@@ -25,6 +25,8 @@ export const SESSION_COOKIE = 'taskloop_session';
 export const SESSION_MS = 12 * 60 * 60 * 1000;
 /** The oldest session is dropped past this many. */
 const MAX_SESSIONS = 1000;
+/** One identity's oldest session gives way past this many, so no one signs anyone else out. */
+export const MAX_SESSIONS_PER_ACTOR = 16;
 
 export interface Sessions {
   /** A new session for `actor`; returns its id. */
@@ -39,6 +41,8 @@ export function createSessions(now: () => number = Date.now): Sessions {
   return {
     open(actor) {
       const id = randomBytes(32).toString('base64url');
+      const own = [...live].filter(([, s]) => s.actor.id === actor.id && s.actor.role === actor.role);
+      if (own.length >= MAX_SESSIONS_PER_ACTOR) live.delete(own[0]![0]);
       live.set(id, { actor, expiresAt: now() + SESSION_MS });
       // A Map iterates in insertion order: the first key is the oldest session.
       if (live.size > MAX_SESSIONS) live.delete(live.keys().next().value!);

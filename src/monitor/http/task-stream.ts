@@ -18,6 +18,7 @@
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import {
+  type Actor,
   type Run,
   type RunStore,
   type Step,
@@ -27,6 +28,7 @@ import {
   EngineError,
   isTerminal,
   mayControl,
+  mayRead,
   toWireRun,
   toWireStep,
 } from '../../engine/index.js';
@@ -43,14 +45,17 @@ export interface TaskStreamDeps {
   tm: TaskManager;
   runs: RunStore;
   owner: RunOwner;
-  /** Starts an event stream on the response (the server tracks it, to end it at shutdown). */
-  open(req: IncomingMessage, res: ServerResponse): SseStream;
+  /** Starts an event stream on the response (the server tracks it, to end it at shutdown); 429 past the actor's share. */
+  open(req: IncomingMessage, res: ServerResponse, actor: Actor): SseStream;
+  /** Refuses (429) an actor that already holds its share of streams, before anything starts. */
+  admit(actor: Actor): void;
 }
 
 export function taskEventsHandler(deps: TaskStreamDeps): Handler {
   const { tm, runs, owner } = deps;
   return async ({ req, res, params, query, actor }) => {
     const taskId = idParam(params.id, 'task id');
+    deps.admit(actor);
     const raw = resumeCursor(req, query);
     const cursor = raw === undefined ? undefined : cursorOf(raw);
     const task = await readableTask(tm, actor, taskId);
@@ -59,7 +64,7 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
     const last = (await runs.runsOf(taskId)).at(-1);
 
     if (cursor === undefined && existing === undefined && last !== undefined && last.finishedAt !== null && task.state !== 'pending') {
-      const stream = deps.open(req, res);
+      const stream = deps.open(req, res, actor);
       await replayRun(stream, tm.store, await runs.getRun(last.id));
       stream.end();
       return;
@@ -85,7 +90,7 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
       }
     }
 
-    const stream = deps.open(req, res);
+    const stream = deps.open(req, res, actor);
     if (owned !== undefined) stream.onClientGone(() => owned.detach());
     // Owned here or by a stream that left (its run is being stopped): until the owner is done.
     // Anyone else's task: until the task is finished.
@@ -96,6 +101,7 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
       from: cursor ?? 0,
       wake: ended,
       done: ended !== undefined ? () => outcome !== undefined : async () => isTerminal((await tm.store.getTask(taskId, false)).state),
+      ...(actor.role === 'agent' ? { mayRead: async () => mayRead(actor, await tm.store.getTask(taskId, false)) } : {}),
     });
     // Not `error`: EventSource reserves that name for its own connection errors.
     if (outcome?.type === 'error') await stream.send({ event: 'stream_error', data: { error: outcome.error } });
@@ -115,6 +121,11 @@ interface PumpOptions {
   done: () => boolean | Promise<boolean>;
   /** Settles when `done` may have become true without a commit. */
   wake?: Promise<unknown>;
+  /**
+   * Asked before each batch is sent: reading is authority at every moment, not only when the
+   * stream opened (an agent that could read a pending task may not follow another's run of it).
+   */
+  mayRead?: () => Promise<boolean>;
 }
 
 /** Streams the task's rows after `from`, live, until `done` and everything before it is sent. */
@@ -135,6 +146,10 @@ async function pump(stream: SseStream, store: TaskStore, runs: RunStore, o: Pump
       const finished = await o.done();
       dirty = false;
       const rows = await store.readEvents({ afterId: cursor, taskId: o.taskId, limit: PAGE });
+      if (rows.length > 0 && o.mayRead !== undefined && !(await o.mayRead())) {
+        await stream.send({ event: 'stream_error', data: { error: { code: 'FORBIDDEN', message: `task ${o.taskId} is no longer yours to read` } } });
+        return;
+      }
       for (const row of rows) {
         if (stream.signal.aborted) return;
         await stream.send(toStreamMessage(row, await detail(row)));

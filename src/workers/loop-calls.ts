@@ -1,0 +1,108 @@
+/**
+ * How a run makes its calls: every tool call the planner proposes, and the card's own reads
+ * (observe, final_state), pass the one gate (gate.ts) before they execute; acceptance reads
+ * the final state through the same path. Task tools act for the card's author.
+ */
+import { randomUUID } from 'node:crypto';
+import { type Actor, type Approval, type FinalPhase, type Fence, type Run, type TaskCard, type TaskMove, asAgent } from '../engine/index.js';
+import type { HookRegistry } from '../plugins/hooks.js';
+import { runAcceptance } from './acceptance.js';
+import { type ExecOutcome, executeTool } from './execute.js';
+import { type GateVerdict, gate } from './gate.js';
+import type { LoopContext } from './loop-context.js';
+import type { Finish } from './loop-finish.js';
+import type { LoopState } from './loop-state.js';
+import { checkPlanAction } from './plan.js';
+
+export interface RunCallsScope {
+  ctx: LoopContext;
+  card: TaskCard;
+  run: Run;
+  fence: Fence;
+  state: LoopState;
+  hooks: HookRegistry;
+  signal: AbortSignal;
+  finish: Finish;
+}
+
+export type CardReadOutcome = ExecOutcome & { end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } };
+
+export interface RunCalls {
+  /** Runs a tool with arguments the gate admitted (they pass the tool's schema once more). */
+  exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
+  /** The gate for a planner's call (`of: 'planner'`, narrowed by the plan) or the card's own read. */
+  gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'planner' | 'card'): Promise<GateVerdict>;
+  /** A card's own read (observe, final_state): gated, executed, and recorded on its breaker. */
+  cardRead(tool: string, args: Record<string, unknown>): Promise<CardReadOutcome>;
+  /** The planner said done: acceptance over the final state decides how the run ends. */
+  accept(): ReturnType<Finish>;
+}
+
+export function createRunCalls(s: RunCallsScope): RunCalls {
+  const { ctx, card, run, fence, state, hooks, signal, finish } = s;
+  // The task tools act for the card's author, not for the runner that holds the claim: an
+  // agent's card reads, creates and cancels only as its author may. An operator's card acts
+  // as the runner (its author trusted it with the runner's rights).
+  const actingFor: Actor = ctx.task.creatorRole === 'operator' || ctx.task.creatorRole === 'system' ? asAgent(fence.agent) : { id: ctx.task.creator, role: ctx.task.creatorRole };
+
+  const exec: RunCalls['exec'] = async (toolName, args, key) => {
+    const tool = ctx.tools.get(toolName)!;
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = tool.parse(args);
+    } catch (err) {
+      return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false };
+    }
+    return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
+  };
+
+  const gateCall: RunCalls['gate'] = (toolName, rawArgs, approval, of = 'planner') =>
+    gate({
+      card,
+      tools: ctx.tools,
+      runs: ctx.runs,
+      breakerPolicy: ctx.breakerPolicy,
+      budget: run.budget,
+      usage: state.usage,
+      toolName,
+      rawArgs,
+      // The current plan item narrows what the planner may call, not the card's own reads.
+      planRefusal: of === 'planner' ? checkPlanAction(state.plan, toolName) : null,
+      hooks,
+      call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal, services: ctx.services },
+      ...(approval === undefined ? {} : { approval }),
+    });
+
+  // A breaker that is open or a tool_before hook that refuses stops the card's reads as it
+  // stops the planner's calls.
+  const cardRead: RunCalls['cardRead'] = async (toolName, args) => {
+    const verdict = await gateCall(toolName, args, undefined, 'card');
+    if (verdict.kind === 'refuse') return { ok: false, error: verdict.reason, durationMs: 0, aborted: false, ...(verdict.end === undefined ? {} : { end: verdict.end }) };
+    if (verdict.kind === 'park') return { ok: false, error: `${toolName} needs a person's approval, which a card's own read cannot wait for`, durationMs: 0, aborted: false };
+    const out = await exec(verdict.tool.name, verdict.args, randomUUID());
+    if (!(!out.ok && out.aborted)) await ctx.runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
+    return out;
+  };
+
+  const accept: RunCalls['accept'] = async () => {
+    const report = await runAcceptance({
+      card,
+      tools: ctx.tools,
+      usedTools: state.trace.usedTools,
+      allowCommands: ctx.task.creatorRole === 'operator',
+      read: (tool, args) => cardRead(tool, args),
+      signal,
+    });
+    // A run that had to skip a high-risk call (its approval expired, the card says degrade)
+    // ends degraded only when all it missed is what that call would have done (the checks
+    // the card's approval.covers names); anything else it missed fails it, as without the skip.
+    const covers = card.approval?.covers ?? [];
+    const degraded = report.verdict === 'failed' && state.degraded && report.unreachable.length === 0 && report.failed.every((id) => covers.includes(id));
+    const phase: FinalPhase = report.verdict === 'passed' ? 'completed' : report.verdict === 'await_manual' ? 'waiting_input' : degraded ? 'degraded' : 'failed';
+    const stopReason = report.verdict === 'passed' ? 'accepted' : report.verdict === 'await_manual' ? 'await_manual' : degraded ? 'approval_expired' : 'acceptance_failed';
+    const moves: TaskMove[] | undefined = report.verdict === 'await_manual' ? [{ to: 'review', by: 'assignee', reason: 'manual acceptance items' }] : undefined;
+    return finish(phase, stopReason, { acceptance: report, moves, message: report.verdict === 'failed' ? `acceptance failed: ${[...report.failed, ...report.unreachable].join('; ')}` : undefined });
+  };
+
+  return { exec, gate: gateCall, cardRead, accept };
+}
