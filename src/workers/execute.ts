@@ -1,5 +1,5 @@
 /** Running one tool call: its own timeout, the run's AbortSignal, and the output cap. */
-import { isEngineError } from '../engine/index.js';
+import { depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
 import type { Tool, ToolContext } from '../tools/registry.js';
 
 export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { ok: false; error: string; durationMs: number; aborted: boolean };
@@ -18,6 +18,8 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
   });
   try {
     const result = await Promise.race([tool.execute(args, { ...ctx, signal }), aborted]);
+    // A result is stored, summarised and fingerprinted by recursive code: too deep fails the call.
+    if (nestsDeeper(result)) return { ok: false, error: `${tool.name}: its output ${depthMessage()}`, durationMs: elapsed(), aborted: false };
     const size = Buffer.byteLength(JSON.stringify(result ?? null), 'utf8');
     if (size > tool.maxOutputBytes) {
       return { ok: false, error: `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, durationMs: elapsed(), aborted: false };

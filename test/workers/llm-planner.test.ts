@@ -175,6 +175,8 @@ describe('the LLM planner', () => {
     ['a refusal', { refusal: 'I cannot help with that.' }, /the model refused: "I cannot help with that."/],
     ['an empty choices list', { noChoices: true }, /the reply has no choices/],
     ['empty content', { content: null }, /the reply is empty/],
+    ['a reply nested 5,000 levels deep', { content: `{"action":"done","reason":"r","x":${'['.repeat(5000)}${']'.repeat(5000)}}` }, /the reply nests deeper than 64 levels/],
+    ['args nested 5,000 levels deep', { json: { action: 'tool', tool: 't', args: `{"a":${'['.repeat(5000)}${']'.repeat(5000)}}`, reason: 'r' } }, /args: args must be a JSON-encoded object/],
   ])('rejects %s as malformed, on one line', async (_name, behaviour, message) => {
     const server = await serve([behaviour]);
     const err = await failure(plannerFor(server).decide(input()));

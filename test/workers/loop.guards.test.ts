@@ -122,6 +122,14 @@ describe('the task loop guard rails', () => {
     expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'max_write_calls' });
   });
 
+  it('a tool whose output nests 10,000 levels deep fails its step; nothing recursive overflows', async () => {
+    const h = harness();
+    const { result, events } = await runCard(h, card({ allowed_tools: ['deep_output'], script: [{ action: 'tool', tool: 'deep_output', args: { depth: 10_000 } }, { action: 'done' }] }));
+    const failed = events.find((e) => e.type === 'step_finished' && e.step.kind === 'action');
+    expect(failed).toMatchObject({ step: { status: 'failed', error: expect.stringMatching(/deep_output: its output nests deeper than 64 levels/) } });
+    expect(result.phase).toBe('completed');
+  });
+
   it('enforces the per-tool timeout and output cap as failed steps', async () => {
     const h = harness();
     const { events } = await runCard(h, card({

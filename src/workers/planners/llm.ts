@@ -9,6 +9,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUse
 import type { ChatCompletion, ChatCompletionContentPart, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 import { z } from 'zod';
 import { EngineError } from '../../engine/errors.js';
+import { depthMessage, nestsDeeper } from '../../engine/json-depth.js';
 import { type DecideInput, type DecideResult, type Decision, type Planner, PlannerError, type PlannerUsage } from '../planner.js';
 import { hasVision, modelFor } from './models.js';
 import { buildPrompt } from './prompt.js';
@@ -139,6 +140,8 @@ function toArgs(raw: unknown): Record<string, unknown> | undefined {
       return undefined;
     }
   }
+  // A model's arguments are untrusted JSON: too deep is malformed, before anything recursive sees it.
+  if (nestsDeeper(value)) return undefined;
   return typeof value === 'object' && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : undefined;
 }
 
@@ -256,6 +259,7 @@ function readDecision(completion: ChatCompletion): Decision {
     const cut = choice.finish_reason === 'length' ? ' (cut at max_tokens)' : '';
     throw new PlannerError('malformed', `llm planner: the reply is not JSON${cut}: ${quote(content)}`);
   }
+  if (nestsDeeper(json)) throw new PlannerError('malformed', `llm planner: the reply ${depthMessage()}`);
   const result = replySchema.safeParse(json);
   if (!result.success) {
     const issue = result.error.issues[0];
