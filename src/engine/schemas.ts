@@ -87,6 +87,7 @@ export const claimInput = z.strictObject({
   taskId: taskId.optional(),
   start: z.boolean().optional(),
   workerId: name.optional(),
+  withCard: z.boolean().optional(),
 });
 
 export const heartbeatInput = z.strictObject({
@@ -191,6 +192,7 @@ function quickClaimInput(v: unknown): ClaimInput | undefined {
         if (!isTaskId(x)) return undefined;
         break;
       case 'start':
+      case 'withCard':
         if (typeof x !== 'boolean') return undefined;
         break;
       default:
@@ -205,6 +207,7 @@ function quickClaimInput(v: unknown): ClaimInput | undefined {
   if (v.taskId !== undefined) out.taskId = v.taskId as number;
   if (v.start !== undefined) out.start = v.start as boolean;
   if (v.workerId !== undefined) out.workerId = v.workerId as string;
+  if (v.withCard !== undefined) out.withCard = v.withCard as boolean;
   return out;
 }
 

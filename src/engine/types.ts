@@ -126,6 +126,11 @@ export interface ClaimInput {
   start?: boolean;
   /** The daemon worker holding the claim; lets its heartbeat keep the lease. */
   workerId?: string;
+  /**
+   * Only tasks that carry a card (a daemon runs cards): a task created without one waits for
+   * an agent to claim it by hand or through its tools. @defaultValue false
+   */
+  withCard?: boolean;
 }
 
 export interface TransitionInput {

@@ -58,6 +58,8 @@ export default async function work(request: WorkerRequest): Promise<WorkerReply>
     leaseMs: config.leaseMs,
     workerId: request.slotId,
     start: true,
+    // A daemon runs cards: a task without one is left for an agent to claim.
+    withCard: true,
   });
   if (claim === null) return { type: 'idle' };
   const planner = await plannerFor(claim.card);

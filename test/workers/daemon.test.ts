@@ -193,4 +193,17 @@ describe('taskloop daemon', () => {
     rescuer.child.kill('SIGTERM');
     expect(await rescuer.exited).toBe(0);
   });
+
+  it('a daemon runs cards: a task created without one is left pending for an agent to claim', async () => {
+    const tm = freshManager();
+    const bare = (await tm.createTask({ title: 'for a person or an agent', priority: 10 }, operator)).task;
+    const carded = (await tm.createTask({ title: 'for the daemon', card: daemonCard() }, operator)).task;
+    const d = await startDaemonProcess(tm.path, ['--workers', '1']);
+    await waitFor(async () => (await tm.getTask(carded.id)).state === 'completed', 20_000, 'the card task to complete');
+    expect((await tm.getTask(bare.id)).state).toBe('pending');
+    const claimed = await spawnCli(['--db', tm.path, '--as', 'claude', '--json', 'task', 'claim']);
+    expect(JSON.parse(claimed.stdout)).toMatchObject({ id: bare.id, state: 'claimed', assignee: 'claude' });
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
 });

@@ -25,16 +25,15 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
 
 export function prepareClaim(db: Db, writer: EventWriter): Claim {
   // The best claimable task is the first eligible entry of the partial index tasks_claimable.
-  const pick = db
-    .prepare<unknown[], unknown[]>(
-      `SELECT ${TASK_COLUMNS} FROM tasks
-       WHERE state = 'pending' AND unmet_deps = 0 AND queue = ? AND run_after <= ?
-         AND (for_agent IS NULL OR for_agent = ?)
-         AND (requires IS NULL OR NOT EXISTS (
-           SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(?))))
-       ORDER BY priority DESC, id LIMIT 1`,
-    )
-    .raw(true);
+  const pickSql = (withCard: boolean) =>
+    `SELECT ${TASK_COLUMNS} FROM tasks
+     WHERE state = 'pending' AND unmet_deps = 0 AND queue = ? AND run_after <= ?
+       AND (for_agent IS NULL OR for_agent = ?)
+       AND (requires IS NULL OR NOT EXISTS (
+         SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(?))))${withCard ? "\n       AND card <> '{}'" : ''}
+     ORDER BY priority DESC, id LIMIT 1`;
+  const pick = db.prepare<unknown[], unknown[]>(pickSql(false)).raw(true);
+  const pickWithCard = db.prepare<unknown[], unknown[]>(pickSql(true)).raw(true);
   const eligible = db.prepare<Record<string, unknown>, { ok: number }>(
     `SELECT 1 AS ok FROM tasks WHERE id = @id AND ${ELIGIBLE}`,
   );
@@ -75,7 +74,7 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
     if (input.taskId !== undefined) {
       row = checkTarget(input, input.taskId, caps, now);
     } else {
-      const raw = pick.get(input.queue ?? DEFAULT_QUEUE, now, input.agent, caps);
+      const raw = (input.withCard === true ? pickWithCard : pick).get(input.queue ?? DEFAULT_QUEUE, now, input.agent, caps);
       if (raw === undefined) return null;
       row = rowOf(raw);
     }
