@@ -12,11 +12,13 @@ export function registerToolCommands(program: Command, run: Run): void {
     .command('tools')
     .description('list every registered tool with its kind, risk and argument schema')
     .option('--format <format>', 'openai (function-calling definitions) or json (default: a table, or json with --json)')
+    .option('--strict', 'with --format openai: the form OpenAI strict mode accepts (nullable optionals, closed objects, the card as a JSON string)')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const tools = builtInTools();
         const format = (o.format as string | undefined) ?? (ctx.json ? 'json' : 'table');
-        if (format === 'openai') return void ctx.stdout(JSON.stringify(tools.map(toOpenAiFunction), null, 2));
+        if (o.strict === true && format !== 'openai') throw new UsageError('--strict goes with --format openai');
+        if (format === 'openai') return void ctx.stdout(JSON.stringify(tools.map((t) => toOpenAiFunction(t, { strict: o.strict === true })), null, 2));
         if (format === 'json') {
           return void ctx.stdout(JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, kind: t.kind, risk: t.risk, idempotent: t.idempotent, timeout_ms: t.timeoutMs, max_output_bytes: t.maxOutputBytes, parameters: t.parameters })), null, 2));
         }

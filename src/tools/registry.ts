@@ -4,7 +4,8 @@
  * as JSON Schema for OpenAI function calling and MCP.
  */
 import { z } from 'zod';
-import { type Actor, EngineError, LIMITS, type TaskCard, depthMessage, nestsDeeper } from '../engine/index.js';
+import { type Actor, EngineError, LIMITS, type TaskCard, depthMessage, nestsDeeper, textNestsDeeper } from '../engine/index.js';
+import { type StrictShape, strictParameters, strictShape } from './strict-schema.js';
 
 export type ToolKind = 'read' | 'write';
 export type ToolRisk = 'low' | 'high';
@@ -91,6 +92,7 @@ export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>)
   if (spec.kind !== 'read' && spec.kind !== 'write') throw new Error(`tool ${spec.name}: kind must be read or write`);
   const parameters = z.toJSONSchema(spec.args, { io: 'input' }) as Record<string, unknown>;
   delete parameters.$schema;
+  const shape = strictShape(parameters);
   return Object.freeze({
     name: spec.name,
     description: spec.description,
@@ -106,7 +108,7 @@ export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>)
     parameters,
     parse(args: unknown) {
       if (nestsDeeper(args, LIMITS.jsonDepth)) throw new EngineError('VALIDATION_FAILED', `${spec.name}: arguments ${depthMessage(LIMITS.jsonDepth)}`);
-      const parsed = spec.args.safeParse(args ?? {});
+      const parsed = spec.args.safeParse(strictInput(args ?? {}, shape, spec.name));
       if (parsed.success) return parsed.data;
       const issue = parsed.error.issues[0]!;
       const where = issue.path.length > 0 ? ` ${issue.path.join('.')}` : '';
@@ -114,6 +116,28 @@ export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>)
     },
     execute: (args: Record<string, unknown>, ctx: ToolContext) => spec.execute(args as A, ctx),
   });
+}
+
+/**
+ * What a strict-mode caller sends, read as it means it (strict-schema.ts): `null` for an
+ * optional argument is "not given", and a JSON string for a free-form object is the object.
+ */
+function strictInput(args: unknown, shape: StrictShape, tool: string): unknown {
+  if (typeof args !== 'object' || args === null || Array.isArray(args)) return args;
+  let out: Record<string, unknown> | undefined;
+  const copy = () => (out ??= { ...(args as Record<string, unknown>) });
+  for (const key of shape.optional) if (Object.hasOwn(args, key) && (args as Record<string, unknown>)[key] === null) delete copy()[key];
+  for (const key of shape.freeForm) {
+    const value = (out ?? (args as Record<string, unknown>))[key];
+    if (typeof value !== 'string') continue;
+    if (textNestsDeeper(value, LIMITS.jsonDepth)) throw new EngineError('VALIDATION_FAILED', `${tool}: argument ${key} ${depthMessage(LIMITS.jsonDepth)}`);
+    try {
+      copy()[key] = JSON.parse(value) as unknown;
+    } catch {
+      throw new EngineError('VALIDATION_FAILED', `${tool}: argument ${key}: a string here must be a JSON-encoded object`);
+    }
+  }
+  return out ?? args;
 }
 
 export interface ToolRegistry {
@@ -138,7 +162,13 @@ export function createToolRegistry(initial: Tool[] = []): ToolRegistry {
   return registry;
 }
 
-/** The OpenAI function-calling form of a tool. */
-export function toOpenAiFunction(tool: Tool): { type: 'function'; function: { name: string; description: string; parameters: Record<string, unknown> } } {
-  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
+export interface OpenAiFunction {
+  type: 'function';
+  function: { name: string; description: string; parameters: Record<string, unknown>; strict?: true };
+}
+
+/** The OpenAI function-calling form of a tool; `strict`: the form strict mode accepts (strict-schema.ts). */
+export function toOpenAiFunction(tool: Tool, opts: { strict?: boolean } = {}): OpenAiFunction {
+  if (opts.strict !== true) return { type: 'function', function: { name: tool.name, description: tool.description, parameters: tool.parameters } };
+  return { type: 'function', function: { name: tool.name, description: tool.description, parameters: strictParameters(tool.parameters, tool.name), strict: true } };
 }
