@@ -1,6 +1,6 @@
 /** `taskloop tools` (every registered tool with its schema) and `taskloop mcp` (the task tools over MCP). */
 import type { Command } from 'commander';
-import { builtInTools } from '../tools/builtin.js';
+import { loadTools } from '../workers/tool-modules.js';
 import { serveStdio } from '../tools/mcp-server.js';
 import { toOpenAiFunction } from '../tools/registry.js';
 import { taskTools } from '../tools/task-tools.js';
@@ -13,9 +13,15 @@ export function registerToolCommands(program: Command, run: Run): void {
     .description('list every registered tool with its kind, risk and argument schema')
     .option('--format <format>', 'openai (function-calling definitions) or json (default: a table, or json with --json)')
     .option('--strict', 'with --format openai: the form OpenAI strict mode accepts (nullable optionals, closed objects, the card as a JSON string)')
+    .option('--tools <module>', 'a module exporting more tools, as the daemon loads it (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const tools = builtInTools();
+        let tools;
+        try {
+          tools = (await loadTools((o.tools as string[] | undefined) ?? [])).list();
+        } catch (err) {
+          throw new UsageError(err instanceof Error ? err.message : String(err));
+        }
         const format = (o.format as string | undefined) ?? (ctx.json ? 'json' : 'table');
         if (o.strict === true && format !== 'openai') throw new UsageError('--strict goes with --format openai');
         if (format === 'openai') return void ctx.stdout(JSON.stringify(tools.map((t) => toOpenAiFunction(t, { strict: o.strict === true })), null, 2));

@@ -3,7 +3,8 @@ import { builtInTools } from '../../src/tools/builtin.js';
 import { toOpenAiFunction } from '../../src/tools/registry.js';
 import { taskCreate } from '../../src/tools/task-tools.js';
 import { spawnCli } from '../cli/helpers.js';
-import { freshManager } from '../helpers.js';
+import { join } from 'node:path';
+import { ROOT, freshManager } from '../helpers.js';
 
 type Schema = Record<string, unknown>;
 
@@ -67,5 +68,16 @@ describe('tool schemas for strict function calling', () => {
     expect(fns.map((f) => f.function.name)).toContain('task_create');
     for (const f of fns) expect(strictProblems(f.function.parameters), f.function.name).toEqual([]);
     expect((await spawnCli(['--db', tm.path, 'tools', '--strict'])).code).toBe(2);
+  });
+
+  it('taskloop tools --tools MODULE lists a module’s tools beside the built-in ones; a module that fails to load is a usage error', async () => {
+    const tm = freshManager();
+    const listed = await spawnCli(['--db', tm.path, '--json', 'tools', '--tools', join(ROOT, 'test/fixtures/test-tools.mjs')]);
+    expect(listed.code, listed.stderr).toBe(0);
+    const names = (JSON.parse(listed.stdout) as Array<{ name: string }>).map((t) => t.name);
+    expect(names).toEqual(expect.arrayContaining(['task_create', 'kv_set', 'log_append']));
+    const broken = await spawnCli(['--db', tm.path, 'tools', '--tools', './no-such-module.mjs']);
+    expect(broken.code).toBe(2);
+    expect(broken.stderr).toMatch(/^taskloop: tool module \.\/no-such-module\.mjs failed to load/);
   });
 });
