@@ -52,7 +52,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
             log: (line) => ctx.log(line),
           };
-          checkDaemonOptions(parsed);
+          checkDaemonOptions(parsed, { workers: '--workers', leaseMs: '--lease', retainMs: '--retain', queue: '--queue', agent: '--agent' });
           return {
             graceMs: o.grace === undefined ? 10_000 : duration(o.grace, '--grace'),
             httpPort: o.http === undefined ? undefined : portArg(o.http, '--http'),

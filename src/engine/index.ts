@@ -23,4 +23,4 @@ export type * from './schedules.js';
 export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
 export { createWriteLock } from './sqlite/write-lock.js';
-export { storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';
+export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';

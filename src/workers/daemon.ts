@@ -27,6 +27,7 @@ import {
   createSqliteStore,
   createTaskManager,
   createWriteLock,
+  FATAL_FAULTS,
   describeError,
   faultReporter,
   isEngineError,
@@ -89,9 +90,7 @@ function pidAlive(pid: number): boolean {
   }
 }
 
-/** Faults after which a daemon must not write again. */
-const FATAL = new Set(['STORE_CORRUPT', 'STORE_REPLACED']);
-const isFatal = (err: unknown): err is EngineError => isEngineError(err) && FATAL.has(err.code);
+const isFatal = (err: unknown): err is EngineError => isEngineError(err) && FATAL_FAULTS.has(err.code);
 /** Store faults a run or a claim may be cut short by, that clear without a restart. */
 const isStoreFault = (code: string): boolean => code.startsWith('STORE_');
 
@@ -99,21 +98,29 @@ const MAX_THREADS = 256;
 /** How long in-flight steps may take to finish when a fault stops the daemon: their writes are refused anyway. */
 const FATAL_GRACE_MS = 2000;
 
-/** Checks the options before anything is opened or registered; VALIDATION_FAILED names the first wrong one. */
-export function checkDaemonOptions(opts: DaemonOptions): void {
-  const bad = (message: string): never => {
-    throw new EngineError('VALIDATION_FAILED', message);
+/**
+ * Checks the options before anything is opened or registered; VALIDATION_FAILED names the
+ * first wrong one, by `names[option]` when given (the CLI's flags), else by the option.
+ */
+export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<keyof DaemonOptions, string>> = {}): void {
+  const bad = (option: keyof DaemonOptions, message: string): never => {
+    throw new EngineError('VALIDATION_FAILED', `${names[option] ?? option}: ${message}`);
   };
-  const whole = (value: number | undefined, name: string, min: number, max = Number.MAX_SAFE_INTEGER) => {
-    if (value !== undefined && (!Number.isInteger(value) || value < min || value > max)) bad(`${name}: ${value} is not a whole number from ${min} to ${max}`);
+  const forever = Number.MAX_SAFE_INTEGER;
+  const whole = (option: keyof DaemonOptions, min: number, max: number, unit = '') => {
+    const value = opts[option];
+    if (value === undefined) return;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      bad(option, `${String(value)}${unit} is not a whole number ${max === forever ? `of at least ${min}${unit}` : `from ${min} to ${max}`}`);
+    }
   };
-  whole(opts.workers, 'workers', 1, MAX_THREADS);
-  whole(opts.leaseMs, 'lease', 100);
-  whole(opts.sweepGraceMs, 'sweep grace', 0);
-  whole(opts.retainMs, 'retain', 1);
-  whole(opts.deadCheckMs, 'dead-daemon check', 10);
-  if (opts.queue !== undefined && opts.queue.trim() === '') bad('queue: must not be empty');
-  if (opts.agent !== undefined && opts.agent.trim() === '') bad('agent: must not be empty');
+  whole('workers', 1, MAX_THREADS);
+  whole('leaseMs', 100, forever, ' ms');
+  whole('sweepGraceMs', 0, forever, ' ms');
+  whole('retainMs', 1, forever, ' ms');
+  whole('deadCheckMs', 10, forever, ' ms');
+  if (opts.queue?.trim() === '') bad('queue', 'must not be empty');
+  if (opts.agent?.trim() === '') bad('agent', 'must not be empty');
   if (opts.sweepCron !== undefined) checkCron(opts.sweepCron);
   if (opts.schedulerCron !== undefined) checkCron(opts.schedulerCron);
 }
@@ -235,7 +242,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         } else if (reply.type === 'ran') {
           report.ok();
           log(`task ${reply.taskId} run ${reply.runId}: ${reply.phase} (${reply.stopReason})`);
-        } else if (FATAL.has(reply.error.code)) {
+        } else if (FATAL_FAULTS.has(reply.error.code)) {
           fatal(EngineError.from(reply.error));
         } else if (isStoreFault(reply.error.code)) {
           // The run stopped at a write that failed (it rolled back): give the task back soon.

@@ -111,7 +111,7 @@ describe('the CLI and the store’s faults', () => {
     const fresh = join(dir, 'fresh.db');
     const r = await spawnCli(['--db', fresh, 'daemon', '--workers', '0']);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^taskloop: workers: 0 is not a whole number from 1 to 256$/);
+    expect(r.stderr).toMatch(/^taskloop: --workers: 0 is not a whole number from 1 to 256$/);
     expect(existsSync(fresh)).toBe(false);
 
     const path = join(dir, 'tasks.db');

@@ -49,6 +49,8 @@ export function freeBytes(file: string): number | undefined {
   }
 }
 
+const mib = (bytes: number): string => `${(bytes / 1048576).toFixed(1)} MiB`;
+
 export function createSpaceKeeper(db: Db, path: string, log: (line: string) => void = () => undefined): SpaceKeeper {
   const usualCheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
   const usualLimit = db.pragma('journal_size_limit', { simple: true }) as number;
@@ -71,7 +73,7 @@ export function createSpaceKeeper(db: Db, path: string, log: (line: string) => v
     low = false;
     db.pragma(`wal_autocheckpoint = ${usualCheckpoint}`);
     db.pragma(`journal_size_limit = ${usualLimit}`);
-    log(`${path}: ${Math.round(free / 1048576)} MiB free again: usual WAL checkpoints`);
+    log(`${path}: ${mib(free)} free again: usual WAL checkpoints`);
   };
 
   /** One TRUNCATE checkpoint without waiting on other connections; true when it completed. */
@@ -119,7 +121,7 @@ export function createSpaceKeeper(db: Db, path: string, log: (line: string) => v
       const free = freeBytes(path);
       if (free === undefined) return;
       try {
-        if (free < LOW_BYTES) enter(`${Math.round(free / 1048576)} MiB free on the disk`);
+        if (free < LOW_BYTES) enter(`${mib(free)} free on the disk`);
         else if (free >= 2 * LOW_BYTES) leave(free);
       } catch {
         // As above: the mode stays as it was.

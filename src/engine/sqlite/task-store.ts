@@ -230,8 +230,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
       // The checkpointer's connection closes first, so this one is the last and its close
       // checkpoints the WAL and removes it as before.
       await checkpointer?.close();
-      // Closing checkpoints: a connection whose -wal was orphaned is left open when that
-      // checkpoint could copy the orphan over the file (guard.ts); exiting does not checkpoint.
+      // Closing checkpoints: a connection whose -wal was orphaned, and that could neither copy
+      // it back nor cut it (guard.ts: prepareClose), is left open rather than let that
+      // checkpoint copy the orphan over the file. (process.exit() leaves it unclosed too.)
       if (guard !== undefined && !guard.prepareClose()) return;
       if (db.open) db.close();
     },
