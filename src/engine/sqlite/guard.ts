@@ -143,7 +143,8 @@ export function createFileGuard(opts: GuardOptions): FileGuard {
     if (fault !== undefined || !db.open) return;
     const nowMain = identity(path);
     if (!same(main, nowMain)) {
-      unsafeToClose = true;
+      // SQLite itself refuses to write (SQLITE_READONLY_DBMOVED) and skips the checkpoint
+      // at close for a main file that moved: nothing to disarm.
       trip(storeFault('STORE_REPLACED', path, 'guard', `the database file was ${nowMain === undefined ? 'deleted or moved' : 'replaced by another file'} while open; this process writes nothing more to it`, { file: path }));
       return;
     }
@@ -153,13 +154,17 @@ export function createFileGuard(opts: GuardOptions): FileGuard {
       return;
     }
     if (same(wal, nowWal)) return;
-    const saved = nowWal === undefined && exclusive(rescue);
-    unsafeToClose = !saved;
-    const how = nowWal === undefined ? 'deleted' : 'replaced by another file';
-    const outcome = saved
-      ? 'what it held was copied back into the database file; this process writes nothing more (restart it)'
-      : 'what it held since the last checkpoint is lost to this process, which writes nothing more';
-    trip(storeFault('STORE_REPLACED', path, 'guard', `${walPath} was ${how} while the database was open: ${outcome}`, { file: walPath, rescued: saved }));
+    // Rescue and trip under the process's write lock: no other thread of this process can
+    // append to the orphaned log between the copy and the moment its store hears of the fault.
+    exclusive(() => {
+      const saved = nowWal === undefined && rescue();
+      unsafeToClose = !saved;
+      const how = nowWal === undefined ? 'deleted' : 'replaced by another file';
+      const outcome = saved
+        ? 'what it held was copied back into the database file; this process writes nothing more (restart it)'
+        : 'what it held since the last checkpoint is lost to this process, which writes nothing more';
+      trip(storeFault('STORE_REPLACED', path, 'guard', `${walPath} was ${how} while the database was open: ${outcome}`, { file: walPath, rescued: saved }));
+    });
   };
 
   return {
