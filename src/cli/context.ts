@@ -1,4 +1,8 @@
-/** What every command shares: the database, the acting identity, output in text or JSON. */
+/**
+ * What every command shares: the database, the acting identity, output in text or JSON.
+ * Commands that only read open the file read-only (READ_ONLY_COMMANDS): they create nothing
+ * (a missing file is STORE_NOT_FOUND), and a user who may only read the file can run them.
+ */
 import { resolve } from 'node:path';
 import {
   type Actor,
@@ -19,6 +23,19 @@ export interface GlobalOptions {
 }
 
 export const DEFAULT_DB = 'data/taskloop.db';
+
+/** Commands (by their path, `task list`) that never write: they open the database read-only. */
+export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set([
+  'task list',
+  'task show',
+  'events',
+  'stats',
+  'approvals list',
+  'tickets list',
+  'tickets show',
+  'schedule list',
+  'backup',
+]);
 
 /** A command used the wrong way (exit 2), as opposed to a refusal by the engine (exit 1). */
 export class UsageError extends Error {
@@ -45,7 +62,8 @@ export function dbPathFrom(opts: GlobalOptions, env: NodeJS.ProcessEnv = process
   return resolve(opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB);
 }
 
-export function createContext(opts: GlobalOptions, stdout: (s: string) => void, stderr: (s: string) => void): CliContext {
+/** `command` is the command's path (`task list`); those in READ_ONLY_COMMANDS open the file read-only. */
+export function createContext(opts: GlobalOptions, stdout: (s: string) => void, stderr: (s: string) => void, command = ''): CliContext {
   const durability = opts.durability ?? 'normal';
   if (durability !== 'normal' && durability !== 'full') {
     throw new EngineError('VALIDATION_FAILED', `--durability: '${durability}' is not normal or full`);
@@ -58,7 +76,9 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void, 
     durability: durability as Durability,
     actor: opts.as === undefined ? OPERATOR : agentActor(opts.as, '--as'),
     manager() {
-      tm ??= createTaskManager({ store: createSqliteStore({ path: dbPath, durability: durability as Durability }) });
+      tm ??= createTaskManager({
+        store: createSqliteStore({ path: dbPath, durability: durability as Durability, readonly: READ_ONLY_COMMANDS.has(command) }),
+      });
       return tm;
     },
     stdout,

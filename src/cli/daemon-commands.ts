@@ -1,7 +1,7 @@
 /** `taskloop daemon`, and stop / pause / resume from any process. */
 import type { Command } from 'commander';
-import { createSqliteRunStore, type ControlState, type SqliteTaskStore } from '../engine/index.js';
-import { startDaemon } from '../workers/daemon.js';
+import { createSqliteRunStore, type ControlState, isEngineError, type SqliteTaskStore } from '../engine/index.js';
+import { type DaemonOptions, checkDaemonOptions, startDaemon } from '../workers/daemon.js';
 import { UsageError } from './context.js';
 import { portArg, startHttp } from './serve-command.js';
 import type { Run } from './task-commands.js';
@@ -9,6 +9,15 @@ import { duration, integer, list, pluginSpecs, taskIdArg } from './parse.js';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
+/** Parses and checks every option before anything is opened: a wrong one is a usage error (exit 2). */
+function usage<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (isEngineError(err) && err.code === 'VALIDATION_FAILED') throw new UsageError(err.message);
+    throw err;
+  }
+}
 
 export function registerDaemonCommands(program: Command, run: Run): void {
   program
@@ -28,22 +37,29 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .option('--http <port>', 'also serve the HTTP API on 127.0.0.1:PORT in this process (0 picks a port), with the same tools and plugins and the same tokens as serve')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
-        const httpPort = o.http === undefined ? undefined : portArg(o.http, '--http');
-        const daemon = await startDaemon({
-          dbPath: ctx.dbPath,
-          durability: ctx.durability,
-          workers: o.workers === undefined ? undefined : integer(o.workers, '--workers'),
-          agent: o.agent,
-          capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
-          queue: o.queue,
-          leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
-          toolModules: o.tools,
-          plugins: pluginSpecs(o.plugin, o.pluginConfig),
-          sweepCron: o.sweep,
-          retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
-          log: (line) => ctx.log(line),
+        const { graceMs, httpPort, options } = usage(() => {
+          const parsed: DaemonOptions = {
+            dbPath: ctx.dbPath,
+            durability: ctx.durability,
+            workers: o.workers === undefined ? undefined : integer(o.workers, '--workers'),
+            agent: o.agent,
+            capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
+            queue: o.queue,
+            leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
+            toolModules: o.tools,
+            plugins: pluginSpecs(o.plugin, o.pluginConfig),
+            sweepCron: o.sweep,
+            retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
+            log: (line) => ctx.log(line),
+          };
+          checkDaemonOptions(parsed, { workers: '--workers', leaseMs: '--lease', retainMs: '--retain', queue: '--queue', agent: '--agent' });
+          return {
+            graceMs: o.grace === undefined ? 10_000 : duration(o.grace, '--grace'),
+            httpPort: o.http === undefined ? undefined : portArg(o.http, '--http'),
+            options: parsed,
+          };
         });
+        const daemon = await startDaemon(options);
         const server = httpPort === undefined
           ? undefined
           : await startHttp(ctx, {
@@ -65,6 +81,11 @@ export function registerDaemonCommands(program: Command, run: Run): void {
         process.once('SIGINT', () => shutdown('SIGINT'));
         process.once('SIGTERM', () => shutdown('SIGTERM'));
         await daemon.stopped;
+        // Stopped by a fault (the file is damaged or was replaced): exit 1 naming it.
+        if (daemon.fault !== undefined) {
+          await server?.close(0).catch(() => undefined);
+          throw daemon.fault;
+        }
         ctx.log('daemon stopped');
       }),
     );

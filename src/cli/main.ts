@@ -4,8 +4,9 @@
  * stack trace; with --json, `{"error":{"code":…,"message":…}}`.
  */
 import { Command, CommanderError } from 'commander';
-import { isEngineError } from '../engine/index.js';
-import { type CliContext, type GlobalOptions, UsageError, createContext } from './context.js';
+import { isEngineError, storeError } from '../engine/index.js';
+import { type CliContext, type GlobalOptions, UsageError, createContext, dbPathFrom } from './context.js';
+import { registerBackupCommand } from './backup-command.js';
 import { registerApprovalCommands } from './approval-commands.js';
 import { registerCardCommands } from './card-commands.js';
 import { registerDaemonCommands } from './daemon-commands.js';
@@ -33,6 +34,13 @@ function oneLine(text: string): string {
   return onOneLine(text).trim();
 }
 
+/** `task list` for the `list` subcommand of `task`: the names below the program's. */
+function commandPath(cmd: Command): string {
+  const names: string[] = [];
+  for (let c: Command | null = cmd; c !== null && c.parent !== null; c = c.parent) names.unshift(c.name());
+  return names.join(' ');
+}
+
 /** Runs the CLI on `argv` (without node and script) and resolves to the exit code. */
 export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<number> {
   let exitCode = 0;
@@ -49,10 +57,12 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
     json = opts.json === true;
     let ctx: CliContext | undefined;
     try {
-      ctx = createContext(opts, io.stdout, io.stderr);
+      ctx = createContext(opts, io.stdout, io.stderr, commandPath(cmd));
       const code = await action(ctx);
       if (typeof code === 'number') exitCode = code;
-    } catch (err) {
+    } catch (thrown) {
+      // A SQLite fault from a statement an adapter ran on the connection itself is named here.
+      const err = storeError(thrown, ctx?.dbPath ?? dbPathFrom(opts), commandPath(cmd));
       if (isEngineError(err)) fail(err.code, err.message, 1);
       else if (err instanceof UsageError) fail('USAGE', err.message, 2);
       else fail('INTERNAL', err instanceof Error ? err.message : String(err), 1);
@@ -86,6 +96,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   registerToolCommands(program, run);
   registerTicketCommands(program, run);
   registerServeCommand(program, run);
+  registerBackupCommand(program, run);
   for (const sub of program.commands) sub.exitOverride();
 
   try {

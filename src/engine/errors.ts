@@ -16,6 +16,13 @@ export const ERROR_CODES = {
   DESKTOP_UNAVAILABLE: 'A desktop tool found no live X display (or could not load nut.js); the step fails, the daemon goes on.',
   RESERVED_NAME: 'The name is reserved for the operator or a system actor; no agent or reviewer may bear it.',
   MODEL_LACKS_VISION: 'An llm card observes by screenshot but its model is not listed as vision-capable; refused before the run starts.',
+  STORE_FULL: 'The disk holding the database is full: the write was rolled back whole; the store frees the WAL and writes again once space returns.',
+  STORE_READONLY: 'The database file (or its folder, -wal or -shm) may not be written by this process, or was opened read-only; reads still work.',
+  STORE_CORRUPT: 'The file is not a database, or a page of it is damaged (SQLite reported corruption, or quick_check failed); from then on this process writes nothing to it.',
+  STORE_REPLACED: 'The database file or its -wal was deleted, moved or replaced while open; from then on this process writes nothing to it.',
+  STORE_TOO_NEW: 'The file\'s schema version is newer than this taskloop knows; it was not opened for writing and nothing was written.',
+  STORE_NOT_FOUND: 'A command that only reads was pointed at a path with no database; nothing was created.',
+  STORE_IO: 'The operating system failed a read or write of the database file (an I/O error, or the file cannot be opened).',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
@@ -48,6 +55,38 @@ export class EngineError extends Error {
   static from(value: SerializedError): EngineError {
     return new EngineError(value.code, value.message, value.data);
   }
+}
+
+/** One readable line for any error: `CODE: message` for an engine error, else its message. */
+export function describeError(err: unknown): string {
+  if (isEngineError(err)) return `${err.code}: ${err.message}`;
+  if (err instanceof Error) return err.message;
+  if (typeof err === 'object' && err !== null) {
+    const { code, message } = err as { code?: unknown; message?: unknown };
+    if (typeof message === 'string') return typeof code === 'string' ? `${code}: ${message}` : message;
+    try {
+      return JSON.stringify(err);
+    } catch {
+      return Object.prototype.toString.call(err);
+    }
+  }
+  return String(err);
+}
+
+/**
+ * The form an error takes to cross a thread: an engine error as `{code, message, data}` (a
+ * structured clone keeps only an Error's message, and turns an object that merely inherits
+ * from Error — better-sqlite3's SqliteError — into an empty one), anything else as an Error
+ * carrying its readable line. `fromThread` rebuilds it on the other side.
+ */
+export function toThread(err: unknown): SerializedError | Error {
+  if (isEngineError(err)) return EngineError.from(err).toJSON();
+  return new Error(describeError(err));
+}
+
+export function fromThread(value: unknown): Error {
+  if (isEngineError(value)) return EngineError.from(value);
+  return value instanceof Error ? value : new Error(describeError(value));
 }
 
 export function isEngineError(value: unknown): value is EngineError {

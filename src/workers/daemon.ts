@@ -3,11 +3,22 @@
  * duties — waking idle workers when any process commits, one heartbeat write per beat for
  * the whole daemon, recognising dead daemons on this host at once, the stale sweep on a
  * cron schedule, the scheduler, and a graceful shutdown that releases what it holds.
+ *
+ * Faults: the daemon dies only on purpose. Its options are checked before anything is
+ * opened or registered (VALIDATION_FAILED). It refuses to start on a file that fails
+ * `PRAGMA quick_check` (STORE_CORRUPT). A failing timer (heartbeat, dead-daemon check,
+ * sweep, scheduler) or worker slot is one log line per streak of failures and is retried
+ * with backoff; a run cut short by a store fault (a full disk) has its lease let go, so
+ * the sweep gives its task back as soon as writes work again. A fault after which nothing
+ * may be written (STORE_CORRUPT, STORE_REPLACED), met by any thread, stops the daemon:
+ * one log line, no more claims, and `fault` names it (the CLI exits 1).
  */
 import { hostname } from 'node:os';
 import { BroadcastChannel } from 'node:worker_threads';
 import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  EngineError,
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
@@ -16,8 +27,13 @@ import {
   createSqliteStore,
   createTaskManager,
   createWriteLock,
+  FATAL_FAULTS,
+  describeError,
+  faultReporter,
+  isEngineError,
 } from '../engine/index.js';
-import { type Job, every } from './cron.js';
+import { type Job, checkCron } from './cron.js';
+import { cronWithBackoff, repeat } from './backoff.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
 import { type DaemonBroadcast, type WorkerConfig, channelName } from './protocol.js';
@@ -57,6 +73,8 @@ export interface Daemon {
   readonly id: string;
   readonly tm: TaskManager;
   readonly runs: RunStore;
+  /** The fault that stopped the daemon (STORE_CORRUPT, STORE_REPLACED), if one did. */
+  readonly fault: EngineError | undefined;
   /** Stops claiming, lets in-flight steps finish within `graceMs`, releases leases, closes. */
   stop(graceMs?: number): Promise<void>;
   /** Resolves when the daemon has stopped. */
@@ -72,14 +90,50 @@ function pidAlive(pid: number): boolean {
   }
 }
 
+const isFatal = (err: unknown): err is EngineError => isEngineError(err) && FATAL_FAULTS.has(err.code);
+/** Store faults a run or a claim may be cut short by, that clear without a restart. */
+const isStoreFault = (code: string): boolean => code.startsWith('STORE_');
+
+const MAX_THREADS = 256;
+/** How long in-flight steps may take to finish when a fault stops the daemon: their writes are refused anyway. */
+const FATAL_GRACE_MS = 2000;
+
+/**
+ * Checks the options before anything is opened or registered; VALIDATION_FAILED names the
+ * first wrong one, by `names[option]` when given (the CLI's flags), else by the option.
+ */
+export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<keyof DaemonOptions, string>> = {}): void {
+  const bad = (option: keyof DaemonOptions, message: string): never => {
+    throw new EngineError('VALIDATION_FAILED', `${names[option] ?? option}: ${message}`);
+  };
+  const forever = Number.MAX_SAFE_INTEGER;
+  const whole = (option: keyof DaemonOptions, min: number, max: number, unit = '') => {
+    const value = opts[option];
+    if (value === undefined) return;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      bad(option, `${String(value)}${unit} is not a whole number ${max === forever ? `of at least ${min}${unit}` : `from ${min} to ${max}`}`);
+    }
+  };
+  whole('workers', 1, MAX_THREADS);
+  whole('leaseMs', 100, forever, ' ms');
+  whole('sweepGraceMs', 0, forever, ' ms');
+  whole('retainMs', 1, forever, ' ms');
+  whole('deadCheckMs', 10, forever, ' ms');
+  if (opts.queue?.trim() === '') bad('queue', 'must not be empty');
+  if (opts.agent?.trim() === '') bad('agent', 'must not be empty');
+  if (opts.sweepCron !== undefined) checkCron(opts.sweepCron);
+  if (opts.schedulerCron !== undefined) checkCron(opts.schedulerCron);
+}
+
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
+  checkDaemonOptions(opts);
   const log = opts.log ?? (() => undefined);
   const host = hostname();
   const id = `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const threads = opts.workers ?? 2;
   const leaseMs = opts.leaseMs ?? 30_000;
   const writeLock = createWriteLock();
-  const store: SqliteTaskStore = createSqliteStore({ path: opts.dbPath, durability: opts.durability, writeLock });
+  const store: SqliteTaskStore = createSqliteStore({ path: opts.dbPath, durability: opts.durability, writeLock, log });
   const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
   const runs = createSqliteRunStore(store);
   const schedules = createSqliteScheduleStore(store);
@@ -96,7 +150,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     writeLock,
     breaker: { threshold: 3, cooldownMs: 300_000, probeTimeoutMs: 60_000, ...opts.breaker },
   };
-  await runs.registerDaemon({ id, host, pid: process.pid, agent: config.agent, threads });
+  try {
+    // A damaged file is refused before this daemon is registered or claims anything.
+    store.quickCheck();
+    await runs.registerDaemon({ id, host, pid: process.pid, agent: config.agent, threads });
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
 
   let stopping = false;
   const busy = new Set<string>();
@@ -116,63 +177,123 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       waiters.add(done);
     });
 
-  const pool: Pool = createPool({ threads, config, onError: (err) => log(`worker thread error: ${err instanceof Error ? err.message : String(err)}`) });
+  // A fault after which nothing may be written, met by any thread: stop, once.
+  let fault: EngineError | undefined;
+  const fatal = (err: EngineError): void => {
+    if (fault !== undefined) return;
+    fault = err;
+    log(`stopping: ${describeError(err)}`);
+    void stop(FATAL_GRACE_MS);
+  };
+  store.onFault(fatal);
+  // Once a fault stops the daemon, the failures it causes in timers and slots say nothing new.
+  const quiet = (line: string): void => {
+    if (fault === undefined) log(line);
+  };
+
+  const pool: Pool = createPool({
+    threads,
+    config,
+    onError: (err) => (isFatal(err) ? fatal(err) : log(`worker thread error: ${describeError(err)}`)),
+  });
+
+  const sweep = async () => {
+    const swept = await tm.sweep();
+    if (swept.requeued.length + swept.failed.length > 0) log(`sweep: requeued ${swept.requeued.join(', ') || '-'}, failed ${swept.failed.join(', ') || '-'}`);
+  };
+  /** A sweep out of its schedule; a failure is left to the scheduled one. */
+  const sweepNow = () => sweep().catch(() => undefined);
+
+  // Backoff after failures: a timer that only stop() cuts short (a commit must not, unlike nap).
+  const halt = new AbortController();
+  const pause = (ms: number) => sleep(ms, undefined, { signal: halt.signal }).catch(() => undefined);
+  const backoff = (failures: number) => Math.min(2000, 50 * 2 ** Math.min(failures, 6));
+
+  /**
+   * Lets go of the lease a slot holds, trying until a write works again (a full disk), then
+   * sweeps at once and once more after the sweep's grace: the task is pending again within
+   * about a second instead of after two cron sweeps.
+   */
+  const letGo = async (slotId: string): Promise<void> => {
+    for (let failures = 0; ; failures++) {
+      try {
+        await runs.expireSlot(slotId);
+        break;
+      } catch (err) {
+        if (isFatal(err) || stopping) return;
+        await pause(backoff(failures));
+      }
+    }
+    await sweepNow();
+    await pause((opts.sweepGraceMs ?? 1000) + 50);
+    if (!stopping) await sweepNow();
+  };
 
   const slot = async (slotId: string) => {
-    let failures = 0;
+    const report = faultReporter(`worker ${slotId}`, quiet);
     while (!stopping) {
       busy.add(slotId);
       try {
         const reply = await pool.run({ type: 'work', slotId });
-        failures = 0;
         busy.delete(slotId);
-        if (reply.type === 'idle') await nap(1000);
-        else if (reply.type === 'ran') log(`task ${reply.taskId} run ${reply.runId}: ${reply.phase} (${reply.stopReason})`);
-        else log(`task ${reply.taskId}: claim lost (${reply.error.code}): ${reply.error.message}`);
+        if (reply.type === 'idle') {
+          report.ok();
+          await nap(1000);
+        } else if (reply.type === 'ran') {
+          report.ok();
+          log(`task ${reply.taskId} run ${reply.runId}: ${reply.phase} (${reply.stopReason})`);
+        } else if (FATAL_FAULTS.has(reply.error.code)) {
+          fatal(EngineError.from(reply.error));
+        } else if (isStoreFault(reply.error.code)) {
+          // The run stopped at a write that failed (it rolled back): give the task back soon.
+          log(`task ${reply.taskId}: run cut short: ${reply.error.code}: ${reply.error.message}; its lease is let go`);
+          await letGo(slotId);
+        } else {
+          log(`task ${reply.taskId}: claim lost (${reply.error.code}): ${reply.error.message}`);
+        }
       } catch (err) {
-        // The thread crashed or failed to load; piscina replaces it. Whatever it held comes
-        // back through the sweep once its lease is let go.
+        // The thread failed (a claim that could not be written, a thread that crashed or
+        // failed to load; piscina replaces it). Whatever it held comes back through the
+        // sweep once its lease is let go.
         busy.delete(slotId);
-        failures++;
-        log(`worker ${slotId} failed: ${err instanceof Error ? err.message : String(err)}`);
-        await runs.expireSlot(slotId).catch(() => undefined);
-        if (failures > 1) await nap(Math.min(5000, 100 * 2 ** failures));
+        if (isFatal(err)) {
+          fatal(err);
+          break;
+        }
+        report.failed(err);
+        await pause(backoff(report.failures));
+        await letGo(slotId);
       }
     }
     busy.delete(slotId);
   };
   const slots = Array.from({ length: threads }, (_, i) => slot(`${id}/${i}`));
 
-  const timers: NodeJS.Timeout[] = [];
   const jobs: Job[] = [];
-  const guard = (what: string, fn: () => Promise<unknown>) => () =>
-    void fn().catch((err: unknown) => log(`${what} failed: ${err instanceof Error ? err.message : String(err)}`));
-  timers.push(setInterval(guard('heartbeat', () => runs.heartbeatDaemon(id, [...busy])), Math.max(100, Math.floor(leaseMs / 3))));
-  timers.push(
-    setInterval(guard('dead-daemon check', async () => {
+  const beatMs = Math.max(100, Math.floor(leaseMs / 3));
+  jobs.push(
+    repeat(beatMs, 5000, () => runs.heartbeatDaemon(id, [...busy]), faultReporter('heartbeat', quiet)),
+    repeat(opts.deadCheckMs ?? 250, 5000, async () => {
       const reclaimed = await runs.reclaimDeadDaemons(host, id, pidAlive);
       if (reclaimed.length > 0) {
         log(`reclaimed tasks ${reclaimed.join(', ')} from a daemon that is gone`);
         wakeAll();
       }
-    }), opts.deadCheckMs ?? 250),
-  );
-  jobs.push(
-    every(opts.sweepCron ?? '*/5 * * * * *', async () => {
-      const swept = await tm.sweep();
-      if (swept.requeued.length + swept.failed.length > 0) log(`sweep: requeued ${swept.requeued.join(', ') || '-'}, failed ${swept.failed.join(', ') || '-'}`);
+    }, faultReporter('dead-daemon check', quiet)),
+    cronWithBackoff(opts.sweepCron ?? '*/5 * * * * *', async () => {
+      await sweep();
       const expired = await runs.expireApprovals();
       if (expired.length > 0) log(`approvals ${expired.join(', ')} expired`);
       if (opts.retainMs !== undefined) {
         const compacted = await runs.compact(Date.now() - opts.retainMs);
         if (compacted > 0) log(`retention: compacted the history of ${compacted} finished tasks`);
       }
-    }, (err) => log(`sweep failed: ${String(err)}`)),
-    every(opts.schedulerCron ?? '* * * * * *', async () => {
+    }, faultReporter('sweep', quiet)),
+    cronWithBackoff(opts.schedulerCron ?? '* * * * * *', async () => {
       const { created, skipped } = await runSchedulerTick(schedules, Date.now());
       if (created.length > 0) log(`scheduler: created tasks ${created.join(', ')}`);
       if (skipped.length > 0) log(`scheduler: skipped ${skipped.length} fire(s) that would overlap`);
-    }, (err) => log(`scheduler failed: ${String(err)}`)),
+    }, faultReporter('scheduler', quiet)),
   );
 
   let resolveStopped!: () => void;
@@ -182,7 +303,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const stop = (graceMs = 10_000): Promise<void> => {
     stopping$ ??= (async () => {
       stopping = true;
-      for (const t of timers) clearInterval(t);
+      halt.abort();
       for (const j of jobs) j.stop();
       const channel = new BroadcastChannel(channelName(id));
       channel.postMessage({ type: 'drain' } satisfies DaemonBroadcast);
@@ -203,5 +324,14 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   };
 
   log(`daemon ${id} started: ${threads} workers as ${config.agent} on queue ${config.queue}, database ${opts.dbPath}`);
-  return { id, tm, runs, stop, stopped };
+  return {
+    id,
+    tm,
+    runs,
+    stop,
+    stopped,
+    get fault() {
+      return fault;
+    },
+  };
 }

@@ -1,8 +1,10 @@
 /** The worker-thread pool (the one module that imports piscina). */
 import { Piscina } from 'piscina';
+import { fromThread } from '../engine/index.js';
 import type { WorkerConfig, WorkerReply, WorkerRequest } from './protocol.js';
 
 export interface Pool {
+  /** Rejects with the thread's error rebuilt: an EngineError with its code, or an Error with a readable message. */
   run(request: WorkerRequest): Promise<WorkerReply>;
   destroy(): Promise<void>;
 }
@@ -30,9 +32,12 @@ export function createPool(opts: PoolOptions): Pool {
     workerData: opts.config,
   });
   // Without a listener, a thread that fails to load takes the whole process down.
-  piscina.on('error', opts.onError);
+  piscina.on('error', (err: unknown) => opts.onError(fromThread(err)));
   return {
-    run: (request) => piscina.run(request),
+    run: (request) =>
+      piscina.run(request).catch((err: unknown) => {
+        throw fromThread(err);
+      }),
     destroy: () => piscina.destroy(),
   };
 }

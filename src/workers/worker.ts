@@ -12,6 +12,8 @@ import {
   createSqliteStore,
   createTaskManager,
   isEngineError,
+  storeError,
+  toThread,
 } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { runTaskLoop } from './loop.js';
@@ -49,6 +51,16 @@ function setup(): Promise<ThreadState> {
 }
 
 export default async function work(request: WorkerRequest): Promise<WorkerReply> {
+  try {
+    return await workOnce(request);
+  } catch (err) {
+    // An error crosses to the main thread as {code, message, data} or a plain Error with a
+    // readable message: a structured clone of better-sqlite3's SqliteError is an empty object.
+    throw toThread(storeError(err, config.dbPath, 'worker'));
+  }
+}
+
+async function workOnce(request: WorkerRequest): Promise<WorkerReply> {
   const t = await setup();
   if (draining) return { type: 'idle' };
   const claim = await t.tm.claimTask({

@@ -4,6 +4,7 @@
  * version, so several processes opening a fresh file at once apply each step exactly once.
  */
 import type { Database } from 'better-sqlite3';
+import { storeFault } from './faults.js';
 
 export const MIGRATIONS: readonly string[] = [
   // 1: tasks, dependencies, the event log.
@@ -250,11 +251,22 @@ export const MIGRATIONS: readonly string[] = [
   `,
 ];
 
+/**
+ * Brings the file to the newest version. A file newer than this build (another process, a
+ * newer taskloop, migrated it meanwhile) is refused with STORE_TOO_NEW and left as it is.
+ */
 export function migrate(db: Database): void {
   const current = db.pragma('user_version', { simple: true }) as number;
-  if (current >= MIGRATIONS.length) return;
+  if (current === MIGRATIONS.length) return;
+  const tooNew = (version: number) =>
+    storeFault('STORE_TOO_NEW', db.name, 'migrate', `the file's schema is version ${version}, newer than version ${MIGRATIONS.length} that this taskloop knows; nothing was written`, {
+      schema_version: version,
+      known_version: MIGRATIONS.length,
+    });
+  if (current > MIGRATIONS.length) throw tooNew(current);
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > MIGRATIONS.length) throw tooNew(version);
     for (let v = version; v < MIGRATIONS.length; v++) {
       db.exec(MIGRATIONS[v]!);
     }

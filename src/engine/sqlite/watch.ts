@@ -3,10 +3,17 @@
  * the `-wal` file, which inotify (fs.watch on the folder) reports at once; the watcher then
  * confirms with `PRAGMA data_version`, which changes only when another connection commits.
  * A slow fallback poll of data_version covers a missed file event.
+ *
+ * A poll that fails (a SQLite fault, a connection closed under it) is reported to `onError`
+ * and retried, the poll backing off from `fallbackMs` to MAX_BACKOFF_MS while it keeps
+ * failing and returning to `fallbackMs` at the first success: it never throws into a timer,
+ * where it would take the process down.
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { type Db, dataVersion } from './connection.js';
+
+const MAX_BACKOFF_MS = 5000;
 
 export interface ChangeWatcher {
   subscribe(listener: () => void): () => void;
@@ -15,14 +22,30 @@ export interface ChangeWatcher {
   close(): void;
 }
 
-/** @param fallbackMs interval of the data_version poll that backs up the file watch. */
-export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): ChangeWatcher {
+export interface WatchOptions {
+  /** Interval of the data_version poll that backs up the file watch. @defaultValue 50 */
+  fallbackMs?: number;
+  /**
+   * Runs before each look at data_version (the file guard's look); `renamed` when the look
+   * follows a file being created, deleted or renamed in the folder.
+   */
+  onTick?: (renamed: boolean) => void;
+  /** A look that failed; the watcher goes on. @defaultValue ignore */
+  onError?: (err: unknown) => void;
+  /** The look after failures succeeded again. @defaultValue nothing */
+  onRecovered?: () => void;
+}
+
+export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {}): ChangeWatcher {
+  const fallbackMs = opts.fallbackMs ?? 50;
   const listeners = new Set<() => void>();
   const walName = `${basename(path)}-wal`;
   let version = 0;
   let fsWatcher: FSWatcher | undefined;
   let timer: NodeJS.Timeout | undefined;
   let scheduled = false;
+  let failing = false;
+  let pollMs = fallbackMs;
 
   const fire = (): void => {
     scheduled = false;
@@ -39,9 +62,26 @@ export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): Chan
     scheduled = true;
     queueMicrotask(fire);
   };
-  const check = (): boolean => {
-    if (!db.open) return false;
-    const v = dataVersion(db);
+  const check = (renamed: boolean): boolean => {
+    let v: number;
+    try {
+      opts.onTick?.(renamed);
+      v = dataVersion(db);
+    } catch (err) {
+      failing = true;
+      pollMs = Math.min(pollMs * 2, MAX_BACKOFF_MS);
+      try {
+        opts.onError?.(err);
+      } catch {
+        // The reporter's own failure changes nothing here.
+      }
+      return false;
+    }
+    if (failing) {
+      failing = false;
+      pollMs = fallbackMs;
+      opts.onRecovered?.();
+    }
     if (v === version) return false;
     version = v;
     schedule();
@@ -50,11 +90,11 @@ export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): Chan
   // The file event can arrive between the WAL write and the wal-index update that makes
   // the commit visible; if the version has not moved yet, look again a moment later.
   let followUp: NodeJS.Timeout | undefined;
-  const onFileEvent = (): void => {
-    if (check() || followUp !== undefined) return;
+  const onFileEvent = (renamed: boolean): void => {
+    if (check(renamed) || followUp !== undefined) return;
     let delay = 1;
     const again = (): void => {
-      if (check() || delay > 64) {
+      if (check(false) || delay > 64) {
         followUp = undefined;
         return;
       }
@@ -63,18 +103,29 @@ export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): Chan
     };
     followUp = setTimeout(again, delay);
   };
+  const poll = (): void => {
+    check(false);
+    if (timer === undefined) return; // stopped by a listener
+    timer = setTimeout(poll, pollMs);
+    timer.unref();
+  };
 
   const start = (): void => {
-    version = dataVersion(db);
     try {
-      fsWatcher = watch(dirname(path), { persistent: false }, (_event, file) => {
-        if (file === walName || file === null) onFileEvent();
+      version = dataVersion(db);
+    } catch {
+      // The first poll reports it, and fires the listeners once it reads a version again.
+      version = -1;
+    }
+    try {
+      fsWatcher = watch(dirname(path), { persistent: false }, (event, file) => {
+        if (file === walName || file === null) onFileEvent(event === 'rename');
       });
       fsWatcher.on('error', () => stopFs());
     } catch {
       fsWatcher = undefined;
     }
-    timer = setInterval(check, fallbackMs);
+    timer = setTimeout(poll, pollMs);
     timer.unref();
   };
   const stopFs = (): void => {
@@ -85,7 +136,7 @@ export function createChangeWatcher(db: Db, path: string, fallbackMs = 50): Chan
     stopFs();
     if (followUp !== undefined) clearTimeout(followUp);
     followUp = undefined;
-    if (timer !== undefined) clearInterval(timer);
+    if (timer !== undefined) clearTimeout(timer);
     timer = undefined;
   };
 

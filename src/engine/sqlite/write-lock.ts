@@ -6,9 +6,25 @@
  * its process is done. Processes still meet at SQLite's own lock.
  */
 
-/** A new lock for the threads of this process to share. */
+/**
+ * A new lock for the threads of this process to share. Its second cell is the threads' fault
+ * flag: a store that stops writing for a fault of the file raises it, and every other store
+ * sharing the lock stops before its next transaction (see task-store.ts), instead of writing
+ * on until its own guard looks at the file.
+ */
 export function createWriteLock(): Int32Array {
-  return new Int32Array(new SharedArrayBuffer(4));
+  return new Int32Array(new SharedArrayBuffer(8));
+}
+
+/** Fault flag values: no fault, the file was replaced, the file is corrupt. */
+export const SHARED_FAULT = { none: 0, replaced: 1, corrupt: 2 } as const;
+
+export function raiseSharedFault(lock: Int32Array | undefined, kind: 1 | 2): void {
+  if (lock !== undefined && lock.length > 1) Atomics.compareExchange(lock, 1, 0, kind);
+}
+
+export function sharedFault(lock: Int32Array | undefined): number {
+  return lock !== undefined && lock.length > 1 ? Atomics.load(lock, 1) : 0;
 }
 
 /** A holder that never lets go (a thread terminated mid-write) is presumed dead after this. */

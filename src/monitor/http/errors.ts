@@ -4,7 +4,7 @@
  * codes below are the surface's own (authentication, routing, body size, stream
  * ownership). A response never carries a stack trace.
  */
-import { type ErrorCode, isEngineError } from '../../engine/index.js';
+import { type ErrorCode, isEngineError, storeError } from '../../engine/index.js';
 
 /** Codes only the HTTP surface uses, each documented. */
 export const HTTP_ERROR_CODES = {
@@ -50,6 +50,14 @@ const ENGINE_STATUS: Record<ErrorCode, number> = {
   TOOL_FAILED: 502,
   DESKTOP_UNAVAILABLE: 503,
   MODEL_LACKS_VISION: 422,
+  // The store's faults are the server's, not the request's: retry later (or elsewhere).
+  STORE_FULL: 503,
+  STORE_READONLY: 503,
+  STORE_CORRUPT: 503,
+  STORE_REPLACED: 503,
+  STORE_TOO_NEW: 503,
+  STORE_NOT_FOUND: 503,
+  STORE_IO: 503,
 };
 
 export interface ErrorReply {
@@ -62,7 +70,9 @@ export interface ErrorReply {
  * The response for anything a handler threw. Unknown errors become a 500 whose message
  * names only the request, never the cause's text or stack (`log` gets the detail).
  */
-export function errorReply(err: unknown, where: string, log: (line: string) => void): ErrorReply {
+export function errorReply(thrown: unknown, where: string, log: (line: string) => void): ErrorReply {
+  // A SQLite fault from a statement an adapter ran on the connection itself gets its name here.
+  const err = storeError(thrown, 'the database', where);
   if (err instanceof HttpError) {
     return { status: err.status, headers: err.headers, body: { error: { code: err.code, message: err.message } } };
   }

@@ -1,0 +1,50 @@
+/**
+ * `taskloop backup FILE`: a consistent copy of a live database, safe while daemons write.
+ * It uses SQLite's online backup (through better-sqlite3's `db.backup()`), copying every
+ * page within one read transaction, so the copy is one commit's state and the writers go
+ * on meanwhile; copying the main file with cp while it is written is not (README: Operating
+ * a live database). The copy never overwrites a file, and is checked (quick_check) before
+ * the command reports success; a copy that failed is removed.
+ */
+import { closeSync, openSync, rmSync, statSync } from 'node:fs';
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { EngineError, type SqliteTaskStore, createSqliteStore, storeError } from '../engine/index.js';
+import type { Run } from './task-commands.js';
+
+export function registerBackupCommand(program: Command, run: Run): void {
+  program
+    .command('backup <file>')
+    .description('write a consistent copy of the database to FILE (a new file) while daemons keep running')
+    .action(async (target: string, _o, cmd: Command) =>
+      run(cmd, async (ctx) => {
+        const file = resolve(target);
+        if (file === ctx.dbPath) throw new EngineError('VALIDATION_FAILED', `backup: ${file} is the database itself`);
+        const source = ctx.manager().store as SqliteTaskStore;
+        // Created exclusively: an existing file (a previous backup, the database of another
+        // install) is refused, never overwritten, and nothing else can take the name meanwhile.
+        try {
+          closeSync(openSync(file, 'wx'));
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          throw new EngineError('VALIDATION_FAILED', code === 'EEXIST' ? `backup: ${file} exists; a backup never overwrites a file (remove it or name another)` : `backup: cannot create ${file}: ${code ?? String(err)}`);
+        }
+        let pages: number;
+        try {
+          // Everything in the second step: one read transaction, so no writer restarts it.
+          ({ totalPages: pages } = await source.db.backup(file, { progress: () => 0x7fffffff }));
+          const copy = createSqliteStore({ path: file, readonly: true });
+          try {
+            copy.quickCheck();
+          } finally {
+            await copy.close();
+          }
+        } catch (err) {
+          rmSync(file, { force: true });
+          throw storeError(err, file, 'backup');
+        }
+        const bytes = statSync(file).size;
+        ctx.out({ file, pages, bytes }, () => `backed up ${ctx.dbPath} to ${file} (${pages} pages, ${bytes} bytes, quick_check ok)`);
+      }),
+    );
+}

@@ -1,0 +1,160 @@
+/**
+ * The CLI's side of the store's faults: one line and exit 1 for each, read-only commands that
+ * create nothing and work for a user who may only read, the daemon's option checks, backups.
+ */
+import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { ROOT, operator, tempDir } from '../helpers.js';
+import { TEST_TOOLS } from '../workers/daemon-helpers.js';
+import { type CliResult, cli, spawnCli } from './helpers.js';
+
+const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
+const RUNUSER = '/usr/sbin/runuser';
+
+/** The real bin/taskloop as the user `nobody` (needs root, as CI runs, and util-linux's runuser). */
+function asNobody(args: string[]): Promise<CliResult> {
+  if (process.getuid?.() !== 0 || !existsSync(RUNUSER)) {
+    throw new Error('this test runs the CLI as the user nobody, which needs root and runuser (CI runs as root): run it as root');
+  }
+  return new Promise((resolve) => {
+    execFile(RUNUSER, ['-u', 'nobody', '--', process.execPath, join(ROOT, 'bin/taskloop'), ...args], (error, stdout, stderr) => {
+      resolve({ code: error === null ? 0 : typeof error.code === 'number' ? error.code : 1, stdout: stdout.trim(), stderr: stderr.trim() });
+    });
+  });
+}
+
+/** A database with these tasks, closed, in a folder of its own. */
+async function seeded(path: string, titles: string[]): Promise<void> {
+  const tm = createTaskManager({ store: createSqliteStore({ path }) });
+  await tm.createTasks(titles.map((title) => ({ title })), operator);
+  await tm.close();
+}
+
+const oneLine = (r: CliResult, re: RegExp) => {
+  expect(r.code, r.stderr).toBe(1);
+  expect(r.stderr.split('\n')).toHaveLength(1);
+  expect(r.stderr).toMatch(re);
+};
+
+describe('the CLI and the store’s faults', () => {
+  it('a file from a newer schema: one STORE_TOO_NEW line, exit 1, for a write and for a read; the file is unchanged', async () => {
+    const path = join(tempDir(), 'newer.db');
+    await seeded(path, ['kept']);
+    const store = createSqliteStore({ path });
+    store.db.pragma('user_version = 99');
+    await store.close();
+    const before = digest(path);
+    oneLine(await cli(path, 'task', 'create', '--title', 'x'), new RegExp(`^taskloop: STORE_TOO_NEW: open on ${path}: the file's schema is version 99, newer than version \\d+`));
+    oneLine(await cli(path, 'task', 'list'), /^taskloop: STORE_TOO_NEW: /);
+    oneLine(await spawnCli(['--db', path, 'daemon', '--tools', TEST_TOOLS]), /^taskloop: STORE_TOO_NEW: /);
+    expect(digest(path)).toBe(before);
+  });
+
+  it('a command that only reads, on a path with no database, is STORE_NOT_FOUND and creates nothing', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'nowhere', 'tasks.db');
+    for (const args of [['task', 'list'], ['task', 'show', '1'], ['events'], ['stats'], ['approvals', 'list'], ['schedule', 'list']]) {
+      oneLine(await cli(path, ...args), new RegExp(`^taskloop: STORE_NOT_FOUND: open on ${path}: no database there`));
+    }
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('reads work on a read-only file: chmod 0444, and as a user who may only read, with and without a live writer', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    await seeded(path, ['visible']);
+    chmodSync(path, 0o444);
+    const before = digest(path);
+    const list = await cli(path, '--json', 'task', 'list');
+    expect(list.code, list.stderr).toBe(0);
+    expect((JSON.parse(list.stdout) as Array<{ title: string }>).map((t) => t.title)).toEqual(['visible']);
+    expect(digest(path)).toBe(before);
+
+    // A copy in a folder that nobody may read but not write, the file theirs to read only.
+    chmodSync(dir, 0o755);
+    const shared = join(dir, 'shared');
+    mkdirSync(shared, { mode: 0o755 });
+    const copy = join(shared, 'tasks.db');
+    copyFileSync(path, copy);
+    chmodSync(copy, 0o644);
+    const copied = digest(copy);
+    const asThem = await asNobody(['--db', copy, '--json', 'task', 'list']);
+    expect(asThem.code, asThem.stderr).toBe(0);
+    expect((JSON.parse(asThem.stdout) as Array<{ title: string }>).map((t) => t.title)).toEqual(['visible']);
+    expect((await asNobody(['--db', copy, 'task', 'show', '1'])).stdout).toContain('visible');
+    expect((await asNobody(['--db', copy, 'events'])).stdout).toContain('task.created');
+    expect((await asNobody(['--db', copy, 'stats'])).stdout).toMatch(/^pending\s+1$/m);
+    expect((await asNobody(['--db', copy, 'tickets', 'list'])).code).toBe(0);
+    oneLine(await asNobody(['--db', copy, 'task', 'create', '--title', 'theirs']), new RegExp(`^taskloop: STORE_READONLY: open on ${copy}: the file cannot be written`));
+    expect(readdirSync(shared)).toEqual(['tasks.db']);
+    expect(digest(copy)).toBe(copied);
+
+    // With a writer holding the file open (its -wal and -shm there, readable by them too),
+    // they read what it committed last.
+    const writer = createTaskManager({ store: createSqliteStore({ path: copy }) });
+    try {
+      await writer.createTask({ title: 'committed by the writer' }, operator);
+      const live = await asNobody(['--db', copy, '--json', 'task', 'list']);
+      expect(live.code, live.stderr).toBe(0);
+      expect((JSON.parse(live.stdout) as Array<{ title: string }>).map((t) => t.title)).toEqual(['visible', 'committed by the writer']);
+    } finally {
+      await writer.close();
+    }
+  });
+
+  it('daemon --workers 0 is a usage error (exit 2) that leaves no daemon row and creates no file', async () => {
+    const dir = tempDir();
+    const fresh = join(dir, 'fresh.db');
+    const r = await spawnCli(['--db', fresh, 'daemon', '--workers', '0']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^taskloop: --workers: 0 is not a whole number from 1 to 256$/);
+    expect(existsSync(fresh)).toBe(false);
+
+    const path = join(dir, 'tasks.db');
+    await seeded(path, ['a']);
+    for (const bad of [['--workers', '0'], ['--workers', 'two'], ['--lease', '0s'], ['--sweep', 'not cron']]) {
+      const refused = await spawnCli(['--db', path, 'daemon', '--tools', TEST_TOOLS, ...bad]);
+      expect(refused.code, `${bad.join(' ')}: ${refused.stderr}`).toBe(2);
+    }
+    const store = createSqliteStore({ path, readonly: true });
+    try {
+      expect(store.db.prepare('SELECT count(*) FROM workers').pluck().get()).toBe(0);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('taskloop backup writes a copy of a live database that opens with the same tasks, and never overwrites a file', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    const backup = join(dir, 'backup.db');
+    // A live writer: its last commits are only in the -wal, which a copy of the main file would miss.
+    const tm = createTaskManager({ store: createSqliteStore({ path }) });
+    try {
+      await tm.createTasks(Array.from({ length: 50 }, (_, i) => ({ title: `task ${i}` })), operator);
+      await tm.transitionTask({ taskId: 1, to: 'cancelled', actor: operator });
+      const r = await spawnCli(['--db', path, 'backup', backup]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stdout).toMatch(new RegExp(`^backed up ${path} to ${backup} \\(\\d+ pages, \\d+ bytes, quick_check ok\\)$`));
+
+      const copy = createTaskManager({ store: createSqliteStore({ path: backup, readonly: true }) });
+      try {
+        const strip = (ts: Array<{ id: number; title: string; state: string }>) => ts.map((t) => [t.id, t.title, t.state]);
+        expect(strip(await copy.findTasks({ limit: 100 }))).toEqual(strip(await tm.findTasks({ limit: 100 })));
+      } finally {
+        await copy.close();
+      }
+
+      const before = digest(backup);
+      oneLine(await cli(path, 'backup', backup), new RegExp(`^taskloop: VALIDATION_FAILED: backup: ${backup} exists; a backup never overwrites a file`));
+      expect(digest(backup)).toBe(before);
+      expect(statSync(backup).size).toBeGreaterThan(0);
+    } finally {
+      await tm.close();
+    }
+  });
+});
