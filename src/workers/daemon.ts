@@ -19,6 +19,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   EngineError,
+  assertBindableName,
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
@@ -121,6 +122,8 @@ export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<ke
   whole('deadCheckMs', 10, forever, ' ms');
   if (opts.queue?.trim() === '') bad('queue', 'must not be empty');
   if (opts.agent?.trim() === '') bad('agent', 'must not be empty');
+  // The threads claim as this agent: it may not bear the operator's or a system actor's name.
+  if (opts.agent !== undefined) assertBindableName(opts.agent, names.agent ?? 'agent');
   if (opts.sweepCron !== undefined) checkCron(opts.sweepCron);
   if (opts.schedulerCron !== undefined) checkCron(opts.schedulerCron);
 }

@@ -120,6 +120,12 @@ describe('the CLI and the store’s faults', () => {
       const refused = await spawnCli(['--db', path, 'daemon', '--tools', TEST_TOOLS, ...bad]);
       expect(refused.code, `${bad.join(' ')}: ${refused.stderr}`).toBe(2);
     }
+    // A daemon may not claim as the operator or a system actor, nor under a look-alike name.
+    for (const name of ['operator', 'Sweeper', 'operator\u200b']) {
+      const refused = await spawnCli(['--db', path, 'daemon', '--agent', name]);
+      expect(refused.code, `--agent ${JSON.stringify(name)}: ${refused.stderr}`).not.toBe(0);
+      expect(refused.stderr).toMatch(/^taskloop: (RESERVED_NAME|--agent: ).*/);
+    }
     const store = createSqliteStore({ path, readonly: true });
     try {
       expect(store.db.prepare('SELECT count(*) FROM workers').pluck().get()).toBe(0);
