@@ -18,18 +18,19 @@ export const OPERATOR = Object.freeze({ id: 'operator', role: 'operator' });
 const POLICY = Object.freeze({ threshold: 3, cooldownMs: 300_000, probeTimeoutMs: 60_000 });
 
 /**
- * The card of one run: `steps` noop calls, then done. Each call gets its own argument
- * (`{i}`; noop's schema strips it before the call): with identical arguments the loop's
- * repeat detector ends the run as `blocked / loop_detected` at the third call (its limit is
- * at most 100, see src/workers/detectors.ts), so 510 identical noops cannot be run at all.
+ * The card of one run: `steps` echo calls (a read that returns its text), then done. Each
+ * call gets its own text: with identical arguments the loop's repeat detector ends the run
+ * as `blocked / loop_detected` at the third call (its limit is at most 100, see
+ * src/workers/detectors.ts). (Until issue 10 this was noop with an argument noop's schema
+ * strips; the step now records the arguments the gate admitted, so those were identical.)
  */
 export function stepsCard(steps) {
-  const script = Array.from({ length: steps }, (_, i) => ({ action: 'tool', tool: 'noop', args: { i } }));
+  const script = Array.from({ length: steps }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: String(i) } }));
   script.push({ action: 'done' });
   return {
     goal: 'loop benchmark: engine overhead per step',
     planner: 'scripted',
-    allowed_tools: ['noop'],
+    allowed_tools: ['echo'],
     budget: { max_steps: steps + 10 },
     acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] },
     script,
@@ -88,7 +89,6 @@ async function runLoops(path, runs, steps, windows, instrument = false, warmup =
         breakerPolicy: POLICY,
         watch: (fn) => store.watch(fn),
         now: Date.now,
-        allowCommands: false,
       });
       const its = [];
       let last = 0n;

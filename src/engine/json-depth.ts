@@ -38,6 +38,15 @@ export function textNestsDeeper(text: string, limit = MAX_JSON_DEPTH): boolean {
   return false;
 }
 
+function flat(node: object): boolean {
+  const members: unknown[] = Array.isArray(node) ? node : Object.values(node);
+  for (let i = 0; i < members.length; i++) {
+    const m = members[i];
+    if (typeof m === 'object' && m !== null) return false;
+  }
+  return true;
+}
+
 /**
  * Whether `value` nests deeper than `limit`, by an explicit stack (no recursion), stopping at
  * the first level over. Any non-null object counts as a level and its own enumerable values
@@ -47,6 +56,8 @@ export function textNestsDeeper(text: string, limit = MAX_JSON_DEPTH): boolean {
  */
 export function nestsDeeper(value: unknown, limit = MAX_JSON_DEPTH): boolean {
   if (typeof value !== 'object' || value === null) return false;
+  // The common case on hot paths (tool arguments, results): one level of plain values.
+  if (limit >= 1 && flat(value)) return false;
   const seenAt = new Map<object, number>();
   const nodes: object[] = [value];
   const depths: number[] = [1];

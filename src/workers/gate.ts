@@ -54,8 +54,10 @@ interface GateCall extends GateInput {
 export const GATE_LINKS = ['allowlist', 'arguments', 'scope', 'budget', 'breaker', 'hooks', 'approval'] as const;
 export type GateLink = (typeof GATE_LINKS)[number];
 
-type Next = () => Promise<GateVerdict>;
-type Link = (c: GateCall, next: Next) => Promise<GateVerdict> | GateVerdict;
+/** A link's verdict: synchronous links answer at once, so a call that meets no async link allocates no promise. */
+type Verdict = GateVerdict | Promise<GateVerdict>;
+type Next = () => Verdict;
+type Link = (c: GateCall, next: Next) => Verdict;
 
 const refuse = (link: GateLink | 'gate', reason: string, end?: Extract<GateVerdict, { kind: 'refuse' }>['end']): GateVerdict => ({ kind: 'refuse', link, reason, end });
 const message = (err: unknown): string => (isEngineError(err) || err instanceof Error ? err.message : String(err));
@@ -121,11 +123,10 @@ const LINKS: Record<GateLink, Link> = {
     return next();
   },
   approval(c, next) {
-    const print = fingerprint(c.call.taskId, c.tool.name, c.args);
     if (c.approval !== undefined) {
       // Checked at execution: the call that runs is exactly the call a person approved.
       if (c.approval.state !== 'approved') return refuse('approval', `approval ${c.approval.id} is ${c.approval.state}, not approved`);
-      if (c.approval.tool !== c.tool.name || c.approval.fingerprint !== print) {
+      if (c.approval.tool !== c.tool.name || c.approval.fingerprint !== fingerprint(c.call.taskId, c.tool.name, c.args)) {
         return refuse('approval', `the call does not match approval ${c.approval.id}: a changed call needs an approval of its own`);
       }
       return next();
@@ -134,15 +135,15 @@ const LINKS: Record<GateLink, Link> = {
     if (c.budget.maxPending !== null && c.usage.pending >= c.budget.maxPending) {
       return refuse('approval', `the budget of ${c.budget.maxPending} pending approvals is spent`, { phase: 'budget_exhausted', stopReason: 'max_pending' });
     }
-    return { kind: 'park', tool: c.tool, args: c.args, fingerprint: print };
+    return { kind: 'park', tool: c.tool, args: c.args, fingerprint: fingerprint(c.call.taskId, c.tool.name, c.args) };
   },
 };
 
 /** Composes links into one chain (hono's compose): each runs at most once, in order. */
-function compose(links: readonly Link[], last: (c: GateCall) => GateVerdict): (c: GateCall) => Promise<GateVerdict> {
+function compose(links: readonly Link[], last: (c: GateCall) => GateVerdict): (c: GateCall) => Verdict {
   return (c) => {
     let index = -1;
-    const dispatch = async (i: number): Promise<GateVerdict> => {
+    const dispatch = (i: number): Verdict => {
       if (i <= index) throw new Error('gate: next() called twice in one link');
       index = i;
       const link = links[i];

@@ -47,6 +47,11 @@ function setup(): Promise<ThreadState> {
     channel.unref();
     return { store, tm: createTaskManager({ store }), runs: createSqliteRunStore(store), tools, hooks };
   })();
+  // A set-up that failed (the file was busy, full, briefly unreadable) is tried again at the
+  // next request instead of failing every request of this thread for good.
+  ready.catch(() => {
+    ready = undefined;
+  });
   return ready;
 }
 

@@ -12,7 +12,7 @@ import { prepareRunWrites } from './runs.js';
 import type { SqliteTaskStore } from './task-store.js';
 
 export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
-  const { db, write } = store;
+  const { db, write, read } = store;
   const writer = createEventWriter(db);
   const apply = prepareMoves(db, writer);
   const runs = prepareRunWrites(db, writer, apply);
@@ -34,7 +34,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     parkRun: (f, input) => value(write('park run', (ev, now) => runs.parkRun(f, input, now, ev))),
     resumeRun: (input) => value(write('resume run', (ev, now) => runs.resumeRun(input, now, ev))),
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
-    getControl: async (taskId) => controls.get(taskId),
+    getControl: async (taskId) => read('read control', () => controls.get(taskId)),
     setControl: (request) =>
       value(write('control', (ev, now) => {
         const affected = controls.set(request, now, ev);
@@ -42,15 +42,15 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
         if (request.state === 'stopped') approvals.revokeUnused(request.target === 'all' ? 'all' : affected, now, ev);
         return affected;
       })),
-    getRun: async (runId) => runs.getRun(runId),
-    getScreen: async (runId) => runs.getScreen(runId),
-    runsOf: async (taskId) => runs.runsOf(taskId),
+    getRun: async (runId) => read('read run', () => runs.getRun(runId)),
+    getScreen: async (runId) => read('read screen', () => runs.getScreen(runId)),
+    runsOf: async (taskId) => read('list runs', () => runs.runsOf(taskId)),
     // The common case — a closed breaker, a success — needs no write transaction at all.
     breakerAcquire: async (tool, policy) =>
       breakers.clean(tool) ? { allowed: true, state: 'closed', probe: false } : value(write('breaker', (ev, now) => breakers.acquire(tool, policy, now, ev))),
     breakerRecord: async (tool, ok, policy, taskId) =>
       ok && breakers.clean(tool) ? 'closed' : value(write('breaker', (ev, now) => breakers.record(tool, ok, policy, taskId ?? null, now, ev))),
-    breakers: async () => breakers.list(),
+    breakers: async () => read('list breakers', () => breakers.list()),
     registerDaemon: (row) => value(write('register daemon', (_ev, now) => daemons.register(row, now))),
     heartbeatDaemon: (id, slots) => value(write('daemon heartbeat', (_ev, now) => daemons.heartbeat(id, slots, now))),
     unregisterDaemon: (id) => value(write('unregister daemon', () => daemons.unregister(id))),
@@ -60,16 +60,16 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
         ? value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev)))
         : [],
     expireSlot: (slotId) => value(write('expire slot', (_ev, now) => daemons.expireSlot(slotId, now))),
-    daemons: async () => daemons.list(),
+    daemons: async () => read('list daemons', () => daemons.list()),
     parkForApproval: (f, input, usage) => value(write('park', (ev, now) => approvals.park(runs.fence, f, input, usage, now, ev))),
-    approvalForStep: async (stepId) => approvals.forStep(stepId),
+    approvalForStep: async (stepId) => read('read approval', () => approvals.forStep(stepId)),
     reparkForApproval: (f, approval) => value(write('repark', (ev, now) => approvals.repark(runs.fence, f, approval, now, ev))),
     useApproval: (f, id) => value(write('use approval', (ev, now) => approvals.use(runs.fence, f, id, now, ev))),
     decideApproval: (input) => value(write('decide approval', (ev, now) => approvals.decide(input, now, ev))),
     expireApprovals: () => value(write('expire approvals', (ev, now) => approvals.expire(now, ev))),
-    listApprovals: async (state, limit = 100) => approvals.list(state, limit),
-    getApproval: async (id) => approvals.get(id),
-    runStats: async (since) => runStats(since, store.now()),
+    listApprovals: async (state, limit = 100) => read('list approvals', () => approvals.list(state, limit)),
+    getApproval: async (id) => read('read approval', () => approvals.get(id)),
+    runStats: async (since) => read('run stats', () => runStats(since, store.now())),
     compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),
   };
 }
