@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
-import { type Actor, type TaskManager, createSqliteStore, createTaskManager } from '../src/engine/index.js';
+import { type Actor, type TaskManager, createSqliteStore, createTaskManager, isEngineError } from '../src/engine/index.js';
 
 export const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -47,4 +47,15 @@ export async function waitFor<T>(check: () => T | Promise<T>, timeoutMs = 10_000
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 10));
   }
+}
+
+/** The engine error code a promise rejects with, or 'NO_ERROR'; anything else is rethrown. */
+export async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    if (isEngineError(err)) return err.code;
+    throw err;
+  }
+  return 'NO_ERROR';
 }

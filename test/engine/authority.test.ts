@@ -7,20 +7,9 @@ import {
   SYSTEM_ACTOR_NAMES,
   createSqliteRunStore,
   createSqliteScheduleStore,
-  isEngineError,
 } from '../../src/engine/index.js';
 import { runSchedulerTick } from '../../src/workers/scheduler.js';
-import { ROOT, agent, fakeClock, freshManager, operator } from '../helpers.js';
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    if (isEngineError(err)) return err.code;
-    throw err;
-  }
-  return 'NO_ERROR';
-}
+import { ROOT, agent, codeOf, fakeClock, freshManager, operator } from '../helpers.js';
 
 describe('actors are (id, role)', () => {
   it('no agent may bear the operator’s or a system actor’s name, in any case or width; nothing is written', async () => {

@@ -7,9 +7,8 @@ import {
   TRANSITIONS,
   checkMove,
   isTerminal,
-  isEngineError,
 } from '../../src/engine/index.js';
-import { agent, freshManager, operator, system } from '../helpers.js';
+import { agent, codeOf, freshManager, operator, system } from '../helpers.js';
 
 const CREATOR = agent('alice');
 const WORKER = agent('bob');
@@ -56,16 +55,6 @@ async function snapshot(tm: TaskManager, id: number) {
   return { task, stats: await tm.stats() };
 }
 
-async function refusal(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    if (isEngineError(err)) return err.code;
-    throw err;
-  }
-  return 'NO_ERROR';
-}
-
 describe('the state machine', () => {
   it('has exactly the 8 states of DESIGN §3 and no move out of a terminal state', () => {
     expect(TASK_STATES).toEqual(['pending', 'claimed', 'in_progress', 'waiting', 'review', 'completed', 'failed', 'cancelled']);
@@ -91,7 +80,7 @@ describe('the state machine', () => {
           const { id, token } = await taskIn(tm, from);
           const before = await snapshot(tm, id);
           for (const actor of [WORKER, CREATOR, operator, system]) {
-            const code = await refusal(
+            const code = await codeOf(
               // A finished task has no current claim: its old token would be refused as stale.
               tm.transitionTask({ taskId: id, to, actor, claimToken: actor === WORKER && !isTerminal(from) ? token : undefined }),
             );
@@ -105,7 +94,7 @@ describe('the state machine', () => {
         for (const stranger of strangers) {
           const { id, token } = await taskIn(tm, from);
           const before = await snapshot(tm, id);
-          const code = await refusal(tm.transitionTask({ taskId: id, to, actor: stranger, claimToken: stranger === WORKER ? token : undefined }));
+          const code = await codeOf(tm.transitionTask({ taskId: id, to, actor: stranger, claimToken: stranger === WORKER ? token : undefined }));
           expect(code, `${stranger.id} moving ${from} -> ${to}`).toBe('FORBIDDEN');
           expect(await snapshot(tm, id)).toEqual(before);
         }
