@@ -3,6 +3,7 @@
  * the code), 2 usage error, 3 nothing to claim. Errors are one line on stderr, never a
  * stack trace; with --json, `{"error":{"code":…,"message":…}}`.
  */
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { isEngineError, storeError } from '../engine/index.js';
 import { type CliContext, type GlobalOptions, UsageError, createContext, dbPathFrom } from './context.js';
@@ -73,6 +74,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
 
   const program = new Command('taskloop')
     .description('a multi-process task engine for AI agents')
+    .version(packageVersion(), '-V, --version', 'print the version of taskloop')
     .option('--db <path>', 'database file (default: $TASKLOOP_DB, else data/taskloop.db)')
     .option('--json', 'print snake_case JSON')
     .option('--as <name>', 'act as this agent (default: operator)')
@@ -110,4 +112,13 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
     }
   }
   return exitCode;
+}
+
+/** The version in the package's own package.json (dist/cli/ → the package root). */
+function packageVersion(): string {
+  try {
+    return (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  } catch {
+    return 'unknown';
+  }
 }

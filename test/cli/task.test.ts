@@ -1,7 +1,7 @@
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { tempDir } from '../helpers.js';
+import { ROOT, tempDir } from '../helpers.js';
 import { cli, cliJson, spawnCli } from './helpers.js';
 
 const TASK_KEYS = ['id', 'title', 'state', 'priority', 'creator', 'assignee', 'attempts', 'max_attempts', 'depends_on', 'queue',
@@ -92,5 +92,11 @@ describe('the real binary', () => {
     expect(refused).toMatchObject({ code: 1, stderr: 'taskloop: TASK_NOT_FOUND: task 99 does not exist' });
     const nothing = await spawnCli(['--as', 'w', 'task', 'claim', '--queue', 'empty'], { env });
     expect(nothing.code).toBe(3);
+  });
+
+  it('--version prints the package’s version and exits 0', async () => {
+    const { version } = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const r = await spawnCli(['--version']);
+    expect(r).toMatchObject({ code: 0, stdout: version });
   });
 });
