@@ -59,7 +59,12 @@ export interface CliContext {
 }
 
 export function dbPathFrom(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
-  return resolve(opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB);
+  const given = opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB;
+  // A URL is not a file name: taken as one, `postgres://…` would become a folder `postgres:`.
+  if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(given)) {
+    throw new UsageError(`--db (or TASKLOOP_DB): '${given.replace(/\/\/[^@/]*@/, '//…@')}' is a URL; this taskloop stores tasks in a SQLite file only (give a path)`);
+  }
+  return resolve(given);
 }
 
 /** `command` is the command's path (`task list`); those in READ_ONLY_COMMANDS open the file read-only. */

@@ -63,7 +63,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
       if (typeof code === 'number') exitCode = code;
     } catch (thrown) {
       // A SQLite fault from a statement an adapter ran on the connection itself is named here.
-      const err = storeError(thrown, ctx?.dbPath ?? dbPathFrom(opts), commandPath(cmd));
+      const err = thrown instanceof UsageError ? thrown : storeError(thrown, ctx?.dbPath ?? dbPathFrom(opts), commandPath(cmd));
       if (isEngineError(err)) fail(err.code, err.message, 1);
       else if (err instanceof UsageError) fail('USAGE', err.message, 2);
       else fail('INTERNAL', err instanceof Error ? err.message : String(err), 1);

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
@@ -96,3 +96,14 @@ function writeCard(dir: string, name: string, text: string): string {
   writeFileSync(path, text);
   return path;
 }
+
+describe('a database URL', () => {
+  it('is refused as a usage error, writes nothing and prints no password', async () => {
+    const dir = tempDir();
+    const r = await spawnCli(['--db', 'postgres://u:secret@h:5432/db', 'task', 'create', '--title', 't'], { cwd: dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/^taskloop: --db \(or TASKLOOP_DB\): 'postgres:\/\/…@h:5432\/db' is a URL; this taskloop stores tasks in a SQLite file only/);
+    expect(r.stderr).not.toContain('secret');
+    expect(readdirSync(dir)).toEqual([]);
+  });
+});

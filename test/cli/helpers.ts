@@ -24,12 +24,12 @@ export async function cliJson<T = Record<string, unknown>>(db: string, ...args: 
 }
 
 /** Runs the real bin/taskloop in a child process. */
-export function spawnCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliResult> {
+export function spawnCli(args: string[], opts: { input?: string; env?: NodeJS.ProcessEnv; cwd?: string } = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     const child = execFile(
       process.execPath,
       [join(ROOT, 'bin/taskloop'), ...args],
-      { env: { ...process.env, ...opts.env } },
+      { env: { ...process.env, ...opts.env }, ...(opts.cwd === undefined ? {} : { cwd: opts.cwd }) },
       (error, stdout, stderr) => {
         const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 1;
         resolve({ code, stdout: stdout.trim(), stderr: stderr.trim() });
