@@ -173,6 +173,29 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       recordAction(s.state, done, tool.kind === 'write');
       continue;
     }
+    if (approval?.state === 'used' && tool !== undefined) {
+      // The approved call began (its approval was used) and the process died before its step
+      // was settled: its outcome is lost, like any interrupted write. A read or idempotent tool
+      // is carried out again under its key (still the approved call, through the gate); any
+      // other write is an unknown side effect that a person reconciles.
+      if (tool.kind === 'read' || tool.idempotent) {
+        const verdict = await s.gate(tool.name, approval.args, { ...approval, state: 'approved' });
+        if (verdict.kind === 'run') {
+          if (tool.kind === 'write') s.state.usage.writeCalls++;
+          const out = await s.exec(tool.name, verdict.args, parked.idempotencyKey ?? randomUUID());
+          const done = yield* s.settle(parked, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+          recordAction(s.state, done, tool.kind === 'write');
+          continue;
+        }
+      } else {
+        s.state.usage.writeCalls++;
+        const lost = yield* s.settle(parked, 'unknown', { error: `the approved call began but its outcome was lost in a crash (approval ${approval.id} is used); reconcile it before resuming`, durationMs: 0 });
+        recordAction(s.state, lost, true);
+        const fin = await s.finish('waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${tool.name}) may or may not have taken effect` });
+        yield fin.event;
+        return fin.result;
+      }
+    }
     if (approval?.state === 'pending' && !s.stopped()) {
       await s.runs.reparkForApproval(s.fence, approval);
       yield { type: 'run_paused', reason: `still waiting for approval ${approval.id}` };

@@ -1,8 +1,12 @@
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { runTaskLoop } from '../../src/workers/loop.js';
+import { waitFor } from '../helpers.js';
 import type { SqliteTaskStore } from '../../src/engine/index.js';
 import { ticketCard as seedTicketCard } from '../../src/tools/ticket-card.js';
 import { ticketStore } from '../../src/tools/tickets.js';
-import { type Harness, drive, harness, loopContext } from './harness.js';
+import { type Harness, card, drive, harness, loopContext } from './harness.js';
 
 const operator = { id: 'operator', role: 'operator' } as const;
 
@@ -124,5 +128,41 @@ describe('approvals', () => {
     expect(await h.runs.getApproval(approval!.id)).toMatchObject({ state: 'revoked' });
     const { result } = await runOnce(h);
     expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+  });
+
+  it('a crash while an approved write runs leaves an unknown side effect, not a rejection; declared not-happened, it needs a new approval', async () => {
+    const h = harness();
+    const file = join(h.dir, 'paid.txt');
+    const hold = join(h.dir, 'hold');
+    writeFileSync(hold, '');
+    const c = card({
+      allowed_tools: ['log_append'],
+      budget: { max_steps: 10, max_write_calls: 3 },
+      approval: { tools: ['log_append'] },
+      script: [{ action: 'tool', tool: 'log_append', args: { file, line: 'paid', hold_while: hold } }, { action: 'done' }],
+    });
+    const { task } = await h.tm.createTask({ title: 'pay', card: c }, operator);
+    expect((await runOnce(h)).result.phase).toBe('waiting_approval');
+    const [approval] = await h.runs.listApprovals('pending');
+    await h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: operator });
+    // The approved call runs and the worker dies while it holds.
+    const claim = (await h.tm.claimTask({ agent: 'worker', start: true }))!;
+    const gen = runTaskLoop(loopContext(h, claim));
+    const abandoned = (async () => {
+      for (;;) if ((await gen.next()).done === true) return;
+    })().catch(() => undefined); // its later writes are refused once the claim is gone
+    await waitFor(() => existsSync(file), 5000, 'the approved write to land');
+    await h.tm.store.transition({ taskId: task.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
+    rmSync(hold);
+    await abandoned;
+
+    const again = await runOnce(h, 'rescuer');
+    expect(again.result).toMatchObject({ phase: 'waiting_input', stopReason: 'unknown_side_effect' });
+    expect(readFileSync(file, 'utf8')).toBe('paid\n');
+    await h.runs.resumeRun({ taskId: task.id, actor: operator, sideEffect: 'not_happened' });
+    const redo = await runOnce(h, 'rescuer');
+    expect(redo.result.phase).toBe('waiting_approval'); // its approval was used by the lost attempt
+    expect(readFileSync(file, 'utf8')).toBe('paid\n');
+    expect((await h.runs.listApprovals('pending')).map((a) => a.id)).not.toContain(approval!.id);
   });
 });
