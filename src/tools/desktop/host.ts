@@ -14,8 +14,14 @@ import { nutKeyCode } from './keys.js';
 import { nutStrokes } from './us-keys.js';
 
 const execFileAsync = promisify(execFile);
-/** xdotool's own default pause between keys, the least for remapped characters. */
-const XDOTOOL_DELAY_MS = 12;
+/**
+ * The least pause between keys of a line with remapped characters. xdotool maps a spare
+ * keycode to each character in turn, and the window reads the mapping when it gets to the
+ * key: with xdotool's own 12 ms a loaded machine drops characters, since the mapping has
+ * already moved on (the desktop test failed 2 of 5 times beside two busy loops on 2 cores;
+ * with 50 ms, 0 of 5).
+ */
+const XDOTOOL_DELAY_MS = 50;
 
 /** The part of nut.js the host uses (typed here: nut.js is an optional dependency). */
 interface Nut {
