@@ -44,6 +44,17 @@ export function mayControl(actor: Actor, task: AuthoritySubject): MoveVerdict {
   return forbidden(`task ${task.id}: only its creator or an operator may stop, pause or resume it (${actor.role} ${actor.id} may not)`);
 }
 
+/** Removing a schedule: an operator or the system, or the schedule's creator (same id and role). */
+export function mayRemoveSchedule(actor: Actor, schedule: { id: number; creator: string; creatorRole: ActorRole }): MoveVerdict {
+  if (actor.role === 'operator' || actor.role === 'system' || sameActor(actor, { id: schedule.creator, role: schedule.creatorRole })) return ok;
+  return forbidden(`schedule ${schedule.id}: only its creator or an operator may remove it (${actor.role} ${actor.id} may not)`);
+}
+
+/** Whether a card written by an author of this role may use card powers (CARD_POWERS): only an operator's. */
+export function mayUseCardPowers(role: ActorRole): boolean {
+  return role === 'operator';
+}
+
 /**
  * What an agent may read: the tasks it created, the tasks it holds or held (assignee), and
  * the tasks it may claim now (pending, for anyone or for it by name). Operators, reviewers
@@ -85,7 +96,7 @@ export function cardPowers(card: unknown): string[] {
 
 /** Whether a card written by `author` may carry the powers it uses. */
 export function checkCardAuthor(card: unknown, author: { role: ActorRole; id?: string }): MoveVerdict {
-  if (author.role === 'operator') return ok;
+  if (mayUseCardPowers(author.role)) return ok;
   const used = cardPowers(card);
   if (used.length === 0) return ok;
   return forbidden(

@@ -4,7 +4,7 @@
  * the final state through the same path. Task tools act for the card's author.
  */
 import { randomUUID } from 'node:crypto';
-import { type Actor, type Approval, type FinalPhase, type Fence, type Run, type TaskCard, type TaskMove, asAgent } from '../engine/index.js';
+import { type Actor, type Approval, type FinalPhase, type Fence, type Run, type TaskCard, type TaskMove, asAgent, mayUseCardPowers } from '../engine/index.js';
 import type { HookRegistry } from '../plugins/hooks.js';
 import { runAcceptance } from './acceptance.js';
 import { type ExecOutcome, executeTool } from './execute.js';
@@ -89,7 +89,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       card,
       tools: ctx.tools,
       usedTools: state.trace.usedTools,
-      allowCommands: ctx.task.creatorRole === 'operator',
+      allowCommands: mayUseCardPowers(ctx.task.creatorRole),
       read: (tool, args) => cardRead(tool, args),
       signal,
     });

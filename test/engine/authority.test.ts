@@ -102,6 +102,20 @@ describe('what a card may do depends on who wrote it', () => {
   });
 });
 
+describe('schedules', () => {
+  it('an agent may not remove an operator’s schedule; its creator or an operator may', async () => {
+    const tm = freshManager();
+    const schedules = createSqliteScheduleStore(tm.store as SqliteTaskStore);
+    const s = await schedules.addSchedule({ cron: '* * * * *', title: 'nightly', card: { goal: 'g' } }, operator);
+    expect(await codeOf(schedules.removeSchedule(s.id, agent('mallory')))).toBe('FORBIDDEN');
+    expect(await schedules.listSchedules()).toHaveLength(1);
+    const mine = await schedules.addSchedule({ cron: '* * * * *', title: 'mine', card: { goal: 'g' } }, agent('mallory'));
+    await schedules.removeSchedule(mine.id, agent('mallory'));
+    await schedules.removeSchedule(s.id, operator);
+    expect(await schedules.listSchedules()).toEqual([]);
+  });
+});
+
 describe('idempotency keys are scoped', () => {
   it('one creator’s key never matches another creator’s task; the same creator gets its own task back', async () => {
     const tm = freshManager();

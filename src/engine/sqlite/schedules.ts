@@ -1,6 +1,6 @@
 /** The SQLite adapter of the ScheduleStore port. */
 import { systemActor } from '../actors.js';
-import { checkCardAuthor } from '../authority.js';
+import { checkCardAuthor, mayRemoveSchedule } from '../authority.js';
 import { EngineError } from '../errors.js';
 import type { Schedule, ScheduleStore } from '../schedules.js';
 import { isTerminal } from '../states.js';
@@ -75,7 +75,11 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
     listSchedules: async () => all.all().map(toSchedule),
     removeSchedule: async (id, actor) => {
       await write('remove schedule', (events, now) => {
-        if (remove.run(id).changes === 0) throw new EngineError('VALIDATION_FAILED', `schedule ${id} does not exist`, { schedule_id: id });
+        const row = get.get(id);
+        if (row === undefined) throw new EngineError('VALIDATION_FAILED', `schedule ${id} does not exist`, { schedule_id: id });
+        const verdict = mayRemoveSchedule(actor, { id, creator: row.creator, creatorRole: row.creator_role });
+        if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { schedule_id: id });
+        remove.run(id);
         events.push(writer.append(null, 'schedule.removed', actor, { schedule_id: id }, now));
       });
     },
