@@ -24,6 +24,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .command('daemon')
     .description('run worker threads that claim and run tasks, until SIGINT or SIGTERM')
     .option('--workers <n>', 'worker threads (default 2)')
+    .option('--concurrency <n>', 'runs in flight in the whole daemon, spread over the threads (default 64, at least --workers)')
     .option('--agent <name>', 'the agent name the workers claim as (default daemon-HOST-PID)')
     .option('--capabilities <list>', 'comma-separated capabilities the workers offer')
     .option('--queue <q>', 'queue to serve (default: default)')
@@ -42,6 +43,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             dbPath: ctx.dbPath,
             durability: ctx.durability,
             workers: o.workers === undefined ? undefined : integer(o.workers, '--workers'),
+            concurrency: o.concurrency === undefined ? undefined : integer(o.concurrency, '--concurrency'),
             agent: o.agent,
             capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
             queue: o.queue,
@@ -52,7 +54,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
             log: (line) => ctx.log(line),
           };
-          checkDaemonOptions(parsed, { workers: '--workers', leaseMs: '--lease', retainMs: '--retain', queue: '--queue', agent: '--agent' });
+          checkDaemonOptions(parsed, { workers: '--workers', concurrency: '--concurrency', leaseMs: '--lease', retainMs: '--retain', queue: '--queue', agent: '--agent' });
           return {
             graceMs: o.grace === undefined ? 10_000 : duration(o.grace, '--grace'),
             httpPort: o.http === undefined ? undefined : portArg(o.http, '--http'),

@@ -20,7 +20,13 @@ import type {
   Usage,
 } from './runs.js';
 import type { Approval, ApprovalState, DecideInput, ParkInput } from './approvals.js';
-import type { Actor, Task } from './types.js';
+import type { Actor, ClaimInput, ClaimedTask, Task } from './types.js';
+
+/** A claim made together with opening (or resuming) the claimed task's run. */
+export interface ClaimedRun {
+  task: ClaimedTask;
+  opened: OpenRunResult;
+}
 
 export interface RunStats {
   /** Finished runs by phase since the window's start. */
@@ -77,6 +83,13 @@ export interface ControlRequest {
 }
 
 export interface RunStore {
+  /**
+   * Claims a task and starts it (as TaskManager.claimTask with `start`), and opens or
+   * resumes its run, in one transaction: null when nothing is claimable, and then no write
+   * transaction was taken at all. `budgetOf` (synchronous) fixes a new run's budget from the
+   * claimed task's card. The daemon claims this way: one commit instead of two per run.
+   */
+  claimRun(input: ClaimInput, budgetOf: (task: ClaimedTask, now: number) => Budget): Promise<ClaimedRun | null>;
   /** Starts the task's run, or resumes its unfinished one (budgets and usage carried over). */
   openRun(fence: Fence, budget: Budget): Promise<OpenRunResult>;
   beginStep(fence: Fence, input: BeginStepInput): Promise<Step>;

@@ -2,7 +2,7 @@
  * Layered budgets (seed 004): the limits are fixed on the run when it starts and the
  * usage is carried across pause, approval waits, crashes and resume; neither ever resets.
  */
-import { type Budget, type TaskCard, type Usage, parseDuration } from '../engine/index.js';
+import { type Budget, type TaskCard, type Usage, checkCard, parseDuration } from '../engine/index.js';
 
 export const DEFAULT_MAX_STEPS = 20;
 export const DEFAULT_MAX_FAILURES = 3;
@@ -18,6 +18,15 @@ export function budgetFromCard(card: TaskCard, startedAt: number): Budget {
     maxTokens: b.max_tokens ?? null,
     maxCost: b.max_cost ?? null,
   };
+}
+
+/**
+ * The budget of a new run of a task with this (unchecked) card: the card's own when it is a
+ * valid card, else the defaults (such a run is rejected at its start anyway).
+ */
+export function budgetOfTask(rawCard: unknown, startedAt: number): Budget {
+  const checked = checkCard(rawCard);
+  return budgetFromCard(checked.ok ? checked.card : ({ budget: {} } as TaskCard), startedAt);
 }
 
 /** The stop reason of the first exhausted limit, or null while the run may go on. */

@@ -15,11 +15,12 @@
  */
 import { hostname } from 'node:os';
 import { BroadcastChannel } from 'node:worker_threads';
-import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   EngineError,
   assertBindableName,
+  type ClaimedRun,
+  type ClaimedTask,
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
@@ -35,6 +36,9 @@ import {
 } from '../engine/index.js';
 import { type Job, checkCron } from './cron.js';
 import { cronWithBackoff, repeat } from './backoff.js';
+import { budgetOfTask } from './budget.js';
+import { type Holder, startHolder } from './holder.js';
+import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
 import { type DaemonBroadcast, type WorkerConfig, channelName } from './protocol.js';
@@ -45,6 +49,12 @@ export interface DaemonOptions {
   durability?: 'normal' | 'full';
   /** Worker threads. @defaultValue 2 */
   workers?: number;
+  /**
+   * Runs in flight in the whole daemon, spread over its threads (at most ceil(concurrency /
+   * workers) on one). A run waiting on a model, a tool or a timer costs memory, not a thread.
+   * `concurrency` equal to `workers` is one run per thread. @defaultValue max(64, workers)
+   */
+  concurrency?: number;
   /** The agent name the threads claim as. @defaultValue `daemon-<host>-<pid>` */
   agent?: string;
   capabilities?: string[];
@@ -96,6 +106,15 @@ const isFatal = (err: unknown): err is EngineError => isEngineError(err) && FATA
 const isStoreFault = (code: string): boolean => code.startsWith('STORE_');
 
 const MAX_THREADS = 256;
+const MAX_CONCURRENCY = 100_000;
+export const DEFAULT_CONCURRENCY = 64;
+/**
+ * Capabilities held by one run at a time in a daemon: a desktop run owns the daemon's X
+ * display (its keyboard and pointer). While one runs, the daemon claims without offering
+ * them, so other desktop tasks wait for it or go to another daemon (route by capability).
+ */
+const EXCLUSIVE_CAPABILITIES: ReadonlySet<string> = new Set(['desktop']);
+const holdsExclusive = (task: ClaimedTask): boolean => task.requires.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
 /** How long in-flight steps may take to finish when a fault stops the daemon: their writes are refused anyway. */
 const FATAL_GRACE_MS = 2000;
 
@@ -116,6 +135,7 @@ export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<ke
     }
   };
   whole('workers', 1, MAX_THREADS);
+  whole('concurrency', 1, MAX_CONCURRENCY);
   whole('leaseMs', 100, forever, ' ms');
   whole('sweepGraceMs', 0, forever, ' ms');
   whole('retainMs', 1, forever, ' ms');
@@ -131,44 +151,51 @@ export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<ke
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   checkDaemonOptions(opts);
   const log = opts.log ?? (() => undefined);
-  const host = hostname();
-  const id = `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const threads = opts.workers ?? 2;
+  const concurrency = opts.concurrency ?? Math.max(DEFAULT_CONCURRENCY, threads);
   const leaseMs = opts.leaseMs ?? 30_000;
+  const agent = opts.agent ?? `daemon-${hostname()}-${process.pid}`;
+  const capabilities = opts.capabilities ?? [];
+  const queue = opts.queue ?? 'default';
   const writeLock = createWriteLock();
   const store: SqliteTaskStore = createSqliteStore({ path: opts.dbPath, durability: opts.durability, writeLock, log });
   const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
   const runs = createSqliteRunStore(store);
   const schedules = createSqliteScheduleStore(store);
-  const config: WorkerConfig = {
-    dbPath: opts.dbPath,
-    durability: opts.durability ?? 'normal',
-    daemonId: id,
-    agent: opts.agent ?? `daemon-${host}-${process.pid}`,
-    capabilities: opts.capabilities ?? [],
-    queue: opts.queue ?? 'default',
-    leaseMs,
-    toolModules: opts.toolModules ?? [],
-    plugins: opts.plugins ?? [{ module: 'task_enforcer' }],
-    writeLock,
-    breaker: { threshold: 3, cooldownMs: 300_000, probeTimeoutMs: 60_000, ...opts.breaker },
+
+  // A fault after which nothing may be written, met by any thread: stop, once.
+  let fault: EngineError | undefined;
+  // Once a fault stops the daemon, the failures it causes in timers and slots say nothing new.
+  const quiet = (line: string): void => {
+    if (fault === undefined) log(line);
   };
+  let holder: Holder;
   try {
     // A damaged file is refused before this daemon is registered or claims anything.
     store.quickCheck();
-    await runs.registerDaemon({ id, host, pid: process.pid, agent: config.agent, threads });
+    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet });
   } catch (err) {
     await store.close();
     throw err;
   }
+  const { id, host } = holder;
+  const config: WorkerConfig = {
+    dbPath: opts.dbPath,
+    durability: opts.durability ?? 'normal',
+    daemonId: id,
+    toolModules: opts.toolModules ?? [],
+    plugins: opts.plugins ?? [{ module: 'task_enforcer' }],
+    writeLock,
+    breaker: { ...DEFAULT_BREAKER, ...opts.breaker },
+  };
 
   let stopping = false;
-  const busy = new Set<string>();
   const waiters = new Set<() => void>();
   const wakeAll = () => {
     for (const w of [...waiters]) w();
   };
   const unwatch = store.watch(wakeAll);
+  /** Resolves on the next commit anywhere, a freed run slot, stop(), or after `ms`. */
   const nap = (ms: number) =>
     new Promise<void>((resolve) => {
       const done = () => {
@@ -180,8 +207,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       waiters.add(done);
     });
 
-  // A fault after which nothing may be written, met by any thread: stop, once.
-  let fault: EngineError | undefined;
   const fatal = (err: EngineError): void => {
     if (fault !== undefined) return;
     fault = err;
@@ -189,13 +214,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     void stop(FATAL_GRACE_MS);
   };
   store.onFault(fatal);
-  // Once a fault stops the daemon, the failures it causes in timers and slots say nothing new.
-  const quiet = (line: string): void => {
-    if (fault === undefined) log(line);
-  };
 
   const pool: Pool = createPool({
     threads,
+    perThread: Math.ceil(concurrency / threads),
     config,
     onError: (err) => (isFatal(err) ? fatal(err) : log(`worker thread error: ${describeError(err)}`)),
   });
@@ -232,50 +254,89 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (!stopping) await sweepNow();
   };
 
-  const slot = async (slotId: string) => {
-    const report = faultReporter(`worker ${slotId}`, quiet);
+  let inFlight = 0;
+  let exclusiveRuns = 0;
+  const running = new Set<Promise<void>>();
+
+  /** Runs one claimed task on a thread; its slot stays busy (its lease renewed) until the run ends. */
+  const runClaimed = async (claimed: ClaimedRun, slotId: string, exclusive: boolean): Promise<void> => {
+    let lease: 'keep' | 'let go' = 'keep';
+    try {
+      const reply = await pool.run({ type: 'run', slotId, task: claimed.task, opened: claimed.opened });
+      if (reply.type === 'ran') {
+        log(`task ${reply.taskId} run ${reply.runId}: ${reply.phase} (${reply.stopReason})`);
+      } else if (FATAL_FAULTS.has(reply.error.code)) {
+        fatal(EngineError.from(reply.error));
+      } else if (isStoreFault(reply.error.code)) {
+        // The run stopped at a write that failed (it rolled back): give the task back soon.
+        log(`task ${reply.taskId}: run cut short: ${reply.error.code}: ${reply.error.message}; its lease is let go`);
+        lease = 'let go';
+      } else {
+        log(`task ${reply.taskId}: claim lost (${reply.error.code}): ${reply.error.message}`);
+      }
+    } catch (err) {
+      // The thread failed (a thread that crashed or failed to load; piscina replaces it).
+      // Whatever the run held comes back through the sweep once its lease is let go.
+      if (isFatal(err)) fatal(err);
+      else {
+        log(`worker ${slotId} failed: ${describeError(err)} (task ${claimed.task.id}; its lease is let go)`);
+        lease = 'let go';
+      }
+    } finally {
+      holder.free(slotId);
+      inFlight--;
+      if (exclusive) exclusiveRuns--;
+      wakeAll();
+    }
+    if (lease === 'let go') await letGo(slotId);
+  };
+
+  /**
+   * The daemon's one claimer: it claims only while a run slot is free (back-pressure: a
+   * daemon never holds a task it cannot start), each claim with its run opened in the same
+   * transaction, and after finding nothing waits for the next commit anywhere.
+   */
+  const dispatch = async (): Promise<void> => {
+    const report = faultReporter('claim', quiet);
     while (!stopping) {
-      busy.add(slotId);
+      if (inFlight >= concurrency) {
+        await nap(1000);
+        continue;
+      }
+      const slotId = holder.take();
+      const offered = exclusiveRuns > 0 ? capabilities.filter((c) => !EXCLUSIVE_CAPABILITIES.has(c)) : capabilities;
+      let claimed: ClaimedRun | null;
       try {
-        const reply = await pool.run({ type: 'work', slotId });
-        busy.delete(slotId);
-        if (reply.type === 'idle') {
-          report.ok();
-          await nap(1000);
-        } else if (reply.type === 'ran') {
-          report.ok();
-          log(`task ${reply.taskId} run ${reply.runId}: ${reply.phase} (${reply.stopReason})`);
-        } else if (FATAL_FAULTS.has(reply.error.code)) {
-          fatal(EngineError.from(reply.error));
-        } else if (isStoreFault(reply.error.code)) {
-          // The run stopped at a write that failed (it rolled back): give the task back soon.
-          log(`task ${reply.taskId}: run cut short: ${reply.error.code}: ${reply.error.message}; its lease is let go`);
-          await letGo(slotId);
-        } else {
-          log(`task ${reply.taskId}: claim lost (${reply.error.code}): ${reply.error.message}`);
-        }
+        // A daemon runs cards: a task without one is left for an agent to claim.
+        claimed = await runs.claimRun({ agent, capabilities: offered, queue, leaseMs, workerId: slotId, withCard: true }, (task, now) => budgetOfTask(task.card, now));
+        report.ok();
       } catch (err) {
-        // The thread failed (a claim that could not be written, a thread that crashed or
-        // failed to load; piscina replaces it). Whatever it held comes back through the
-        // sweep once its lease is let go.
-        busy.delete(slotId);
+        holder.free(slotId);
         if (isFatal(err)) {
           fatal(err);
-          break;
+          return;
         }
         report.failed(err);
         await pause(backoff(report.failures));
-        await letGo(slotId);
+        continue;
       }
+      if (claimed === null) {
+        holder.free(slotId);
+        await nap(1000);
+        continue;
+      }
+      const exclusive = holdsExclusive(claimed.task);
+      inFlight++;
+      if (exclusive) exclusiveRuns++;
+      const done = runClaimed(claimed, slotId, exclusive);
+      running.add(done);
+      void done.finally(() => running.delete(done));
     }
-    busy.delete(slotId);
   };
-  const slots = Array.from({ length: threads }, (_, i) => slot(`${id}/${i}`));
+  const dispatching = dispatch();
 
   const jobs: Job[] = [];
-  const beatMs = Math.max(100, Math.floor(leaseMs / 3));
   jobs.push(
-    repeat(beatMs, 5000, () => runs.heartbeatDaemon(id, [...busy]), faultReporter('heartbeat', quiet)),
     repeat(opts.deadCheckMs ?? 250, 5000, async () => {
       const reclaimed = await runs.reclaimDeadDaemons(host, id, pidAlive);
       if (reclaimed.length > 0) {
@@ -311,22 +372,22 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const channel = new BroadcastChannel(channelName(id));
       channel.postMessage({ type: 'drain' } satisfies DaemonBroadcast);
       wakeAll();
-      const drained = Promise.all(slots).then(() => true);
+      const drained = dispatching.then(() => Promise.all([...running])).then(() => true);
       const inTime = await Promise.race([drained, new Promise<false>((r) => setTimeout(() => r(false), graceMs).unref())]);
       channel.close();
       if (!inTime) log(`grace period of ${graceMs} ms over; stopping the threads that are still busy`);
       // Leases of anything still held are let go now, so another daemon takes over at once.
-      for (const s of busy) await runs.expireSlot(s).catch(() => undefined);
+      for (const s of holder.busy()) await runs.expireSlot(s).catch(() => undefined);
       await pool.destroy();
       unwatch();
-      await runs.unregisterDaemon(id).catch(() => undefined);
+      await holder.stop();
       await tm.close();
       resolveStopped();
     })();
     return stopping$;
   };
 
-  log(`daemon ${id} started: ${threads} workers as ${config.agent} on queue ${config.queue}, database ${opts.dbPath}`);
+  log(`daemon ${id} started: ${threads} workers, up to ${concurrency} runs in flight, as ${agent} on queue ${queue}, database ${opts.dbPath}`);
   return {
     id,
     tm,

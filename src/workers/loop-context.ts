@@ -3,7 +3,7 @@
  * of a run moves its task.
  */
 import { createHash } from 'node:crypto';
-import type { BreakerPolicy, Envelope, Fence, FinalPhase, Run, RunStore, Step, Task, TaskCard, TaskMove } from '../engine/index.js';
+import type { BreakerPolicy, Envelope, Fence, FinalPhase, OpenRunResult, Run, RunStore, Step, Task, TaskCard, TaskMove } from '../engine/index.js';
 import type { HookRegistry } from '../plugins/hooks.js';
 import type { ToolRegistry, ToolServices } from '../tools/registry.js';
 import { canonical } from './detectors.js';
@@ -32,6 +32,8 @@ export interface RunResult {
 export interface LoopContext {
   task: Task;
   fence: Fence;
+  /** The run, when it was opened in the claim's own transaction (RunStore.claimRun); else the loop opens it. */
+  opened?: OpenRunResult;
   runs: RunStore;
   tools: ToolRegistry;
   /** Picks the planner for a card; `decisionsMade` lets a scripted planner resume in place. */

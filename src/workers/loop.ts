@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type ControlState, type Step, type TaskCard, checkCardAuthor, isEngineError, parseDuration } from '../engine/index.js';
-import { budgetFromCard, exhausted } from './budget.js';
+import { budgetOfTask, exhausted } from './budget.js';
 import { checkCardWithTools, visionRefusal } from './card-check.js';
 import { type LoopState, rebuildState, recordAction, summaryOf } from './loop-state.js';
 import { type ResumeScope, resumeDecided, resumeInterrupted, resumeParked } from './loop-resume.js';
@@ -31,7 +31,7 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
   const card = checked.ok ? checked.card : undefined;
   // One signal for the run: tool calls, planner calls and every hook's own signal hang off it.
   const abort = new AbortController();
-  const opened = await runs.openRun(fence, budgetFromCard(card ?? ({ budget: {} } as TaskCard), ctx.now()));
+  const opened = ctx.opened ?? (await runs.openRun(fence, budgetOfTask(ctx.task.card, ctx.now())));
   const run = opened.run;
   yield opened.resumed ? { type: 'run_resumed', run, reason: 'claimed again' } : { type: 'run_started', run };
   await hooks.emit('run_start', { taskId: fence.taskId, runId: run.id, agent: fence.agent, resumed: opened.resumed, signal: abort.signal });

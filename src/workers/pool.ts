@@ -11,6 +11,8 @@ export interface Pool {
 
 export interface PoolOptions {
   threads: number;
+  /** Runs a thread holds at once. @defaultValue 1 */
+  perThread?: number;
   config: WorkerConfig;
   /** Errors not tied to a request (a thread that fails to load); the pool replaces the thread. */
   onError(err: unknown): void;
@@ -26,7 +28,9 @@ export function createPool(opts: PoolOptions): Pool {
     minThreads: opts.threads,
     maxThreads: opts.threads,
     idleTimeout: Number.MAX_SAFE_INTEGER,
-    concurrentTasksPerWorker: 1,
+    // Runs wait on models and tools: a thread holds many at once (piscina's least-busy
+    // balancer spreads them over the threads).
+    concurrentTasksPerWorker: opts.perThread ?? 1,
     // Keep each thread's event loop running between tasks (its database watch, its timers).
     atomics: 'async',
     workerData: opts.config,

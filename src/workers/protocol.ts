@@ -1,14 +1,10 @@
 /** The typed messages between the daemon's main thread and its worker threads. */
-import type { SerializedError } from '../engine/index.js';
+import type { ClaimedTask, OpenRunResult, SerializedError } from '../engine/index.js';
 
 export interface WorkerConfig {
   dbPath: string;
   durability: 'normal' | 'full';
   daemonId: string;
-  agent: string;
-  capabilities: string[];
-  queue: string;
-  leaseMs: number;
   /** Extra tool modules (paths or specifiers), loaded in every thread; each exports `tools`. */
   toolModules: string[];
   breaker: { threshold: number; cooldownMs: number; probeTimeoutMs: number };
@@ -18,10 +14,13 @@ export interface WorkerConfig {
   plugins: Array<{ module: string; options?: Record<string, unknown> }>;
 }
 
-export type WorkerRequest = { type: 'work'; slotId: string };
+/**
+ * A task the main thread claimed (with its run opened in the same transaction), for a thread
+ * to run. A thread runs many at once: each is one async loop, waiting costs no thread.
+ */
+export type WorkerRequest = { type: 'run'; slotId: string; task: ClaimedTask; opened: OpenRunResult };
 
 export type WorkerReply =
-  | { type: 'idle' }
   | { type: 'ran'; taskId: number; runId: number; phase: string; stopReason: string }
   | { type: 'lost'; taskId: number; error: SerializedError };
 

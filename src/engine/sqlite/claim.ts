@@ -11,6 +11,8 @@ import { type EventWriter, type TaskRow, TASK_COLUMNS, prepareGetRow, rowOf, toT
 export const DEFAULT_LEASE_MS = 30_000;
 
 export type Claim = (input: ClaimInput, now: number, events: TaskEvent[]) => ClaimedTask | null;
+/** Whether a claim by `input` (without a task id) would find a task now: a read, outside any transaction. */
+export type Claimable = (input: ClaimInput, now: number) => boolean;
 export type Heartbeat = (input: HeartbeatInput, now: number) => number;
 
 const ELIGIBLE = `
@@ -23,15 +25,25 @@ const claimedJson = (attempt: number, leaseExpiresAt: number): string =>
   `{"from":"pending","to":"claimed","attempt":${attempt},"lease_expires_at":${leaseExpiresAt}}`;
 const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
 
+// The best claimable task is the first eligible entry of the partial index tasks_claimable.
+const pickSql = (withCard: boolean, columns = TASK_COLUMNS) =>
+  `SELECT ${columns} FROM tasks
+   WHERE state = 'pending' AND unmet_deps = 0 AND queue = ? AND run_after <= ?
+     AND (for_agent IS NULL OR for_agent = ?)
+     AND (requires IS NULL OR NOT EXISTS (
+       SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(?))))${withCard ? "\n     AND card <> '{}'" : ''}
+   ORDER BY priority DESC, id LIMIT 1`;
+
+const capsOf = (input: ClaimInput): string =>
+  input.capabilities === undefined || input.capabilities.length === 0 ? '[]' : JSON.stringify(input.capabilities);
+
+export function prepareClaimable(db: Db): Claimable {
+  const any = db.prepare<unknown[], unknown[]>(pickSql(false, 'id')).raw(true);
+  const anyWithCard = db.prepare<unknown[], unknown[]>(pickSql(true, 'id')).raw(true);
+  return (input, now) => (input.withCard === true ? anyWithCard : any).get(input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)) !== undefined;
+}
+
 export function prepareClaim(db: Db, writer: EventWriter): Claim {
-  // The best claimable task is the first eligible entry of the partial index tasks_claimable.
-  const pickSql = (withCard: boolean) =>
-    `SELECT ${TASK_COLUMNS} FROM tasks
-     WHERE state = 'pending' AND unmet_deps = 0 AND queue = ? AND run_after <= ?
-       AND (for_agent IS NULL OR for_agent = ?)
-       AND (requires IS NULL OR NOT EXISTS (
-         SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(?))))${withCard ? "\n       AND card <> '{}'" : ''}
-     ORDER BY priority DESC, id LIMIT 1`;
   const pick = db.prepare<unknown[], unknown[]>(pickSql(false)).raw(true);
   const pickWithCard = db.prepare<unknown[], unknown[]>(pickSql(true)).raw(true);
   const eligible = db.prepare<Record<string, unknown>, { ok: number }>(
@@ -69,7 +81,7 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
   }
 
   return (input, now, events) => {
-    const caps = input.capabilities === undefined || input.capabilities.length === 0 ? '[]' : JSON.stringify(input.capabilities);
+    const caps = capsOf(input);
     let row: TaskRow;
     if (input.taskId !== undefined) {
       row = checkTarget(input, input.taskId, caps, now);

@@ -1,5 +1,8 @@
 /** The SQLite adapter of the RunStore port, sharing the task store's connection and thread. */
+import { assertBindableName } from '../actors.js';
 import type { RunStore } from '../run-store.js';
+import { parseClaimInput } from '../schemas.js';
+import { prepareClaim, prepareClaimable } from './claim.js';
 import { prepareApprovals } from './approvals.js';
 import { prepareBreakers } from './breakers.js';
 import { prepareControls } from './controls.js';
@@ -22,9 +25,24 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const compact = prepareRetention(db, writer);
   const approvals = prepareApprovals(db, writer, apply);
   const runStats = prepareRunStats(db);
+  const claim = prepareClaim(db, writer);
+  const claimable = prepareClaimable(db);
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
   return {
+    claimRun: async (input, budgetOf) => {
+      const parsed = { ...parseClaimInput(input), start: true };
+      assertBindableName(parsed.agent, 'claim');
+      // A read first: an idle daemon woken by every commit must not take the write lock each
+      // time only to find nothing (a task taken meanwhile just makes the claim below null).
+      if (parsed.taskId === undefined && !read('claim', () => claimable(parsed, store.now()))) return null;
+      return value(write('claim run', (ev, now) => {
+        const task = claim(parsed, now, ev);
+        if (task === null) return null;
+        const fence = { taskId: task.id, claimToken: task.claimToken, agent: parsed.agent };
+        return { task, opened: runs.openRun(fence, budgetOf(task, now), now, ev) };
+      }));
+    },
     openRun: (f, budget) => value(write('open run', (ev, now) => runs.openRun(f, budget, now, ev))),
     beginStep: (f, input) => value(write('begin step', (ev, now) => runs.beginStep(f, input, now, ev))),
     finishStep: (f, input) => value(write('finish step', (ev, now) => runs.finishStep(f, input, now, ev))),

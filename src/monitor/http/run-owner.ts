@@ -99,14 +99,15 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
   };
 
   /** The claim, null while the task cannot be claimed yet, or 'ended' once it is terminal. */
-  async function tryClaim(taskId: number): Promise<ClaimedTask | null | 'ended'> {
+  async function tryClaim(taskId: number, slot: string): Promise<ClaimedTask | null | 'ended'> {
     // A read first: an owner waiting on an approval wakes at every commit anywhere, and
     // must not take the write lock each time just to be told the task is still waiting.
     const task = await tm.store.getTask(taskId, false);
     if (isTerminal(task.state)) return 'ended';
     if (task.state !== 'pending' || task.runAfter > Date.now()) return null;
     try {
-      return await tm.claimTask({ agent, taskId, start: true, leaseMs, capabilities: opts.capabilities });
+      const claim = await tm.claimTask({ agent, taskId, start: true, leaseMs, capabilities: opts.capabilities, workerId: slot });
+      return claim;
     } catch (err) {
       if (!isEngineError(err) || err.code !== 'INVALID_TRANSITION') throw err;
       // Taken meanwhile, or dependencies still open.
@@ -114,10 +115,8 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
     }
   }
 
+  /** Drives the run; its lease is renewed through the claim's slot (the host's one heartbeat). */
   async function drive(claim: ClaimedTask): Promise<RunResult | 'lost'> {
-    const beat = setInterval(() => {
-      tm.heartbeat({ taskId: claim.id, agent, claimToken: claim.claimToken }).catch(() => undefined);
-    }, Math.max(100, Math.floor(leaseMs / 3)));
     try {
       const loop = await host.run(claim, () => draining);
       for (;;) {
@@ -131,8 +130,6 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
         return 'lost';
       }
       throw err;
-    } finally {
-      clearInterval(beat);
     }
   }
 
@@ -159,7 +156,12 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
       for (;;) {
         if (draining) return { type: 'released' };
         if (!attached && !started) return { type: 'abandoned' };
-        const claim = await tryClaim(taskId);
+        const slot = await host.slot();
+        const claim = await tryClaim(taskId, slot).catch((err: unknown) => {
+          host.free(slot);
+          throw err;
+        });
+        if (claim === 'ended' || claim === null) host.free(slot);
         if (claim === 'ended') return { type: 'ended' };
         if (claim === null) {
           await changeOrTimeout(RECHECK_MS);
@@ -168,7 +170,7 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
         started = true;
         // The client left while the claim was being made: the run starts and stops at once.
         if (!attached) await requestStop();
-        const result = await drive(claim);
+        const result = await drive(claim).finally(() => host.free(slot));
         if (result === 'lost') return { type: 'ended' };
         if (result.phase === 'released') return { type: 'released' };
         if (result.phase !== 'waiting_approval') return { type: 'finished', result };
@@ -212,6 +214,7 @@ export function createRunOwner(opts: RunOwnerOptions): RunOwner {
       const all = Promise.all([...owned.values()].map((o) => o.done));
       const inTime = await Promise.race([all.then(() => true), new Promise<false>((r) => setTimeout(() => r(false), graceMs).unref())]);
       if (!inTime) log(`grace period of ${graceMs} ms over; ${owned.size} owned run(s) still busy are left to the stale sweep`);
+      await host.close();
     },
   };
 }

@@ -99,7 +99,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   const auth = createAuthenticator({ host, tokens, sessions });
   const agent = opts.agent ?? `http-${hostname()}-${process.pid}`;
   const capabilities = opts.capabilities ?? [];
-  const loopHost = await createLoopHost({ tm, runs, toolModules: opts.toolModules, plugins: opts.plugins, breaker: opts.breaker });
+  const loopHost = await createLoopHost({ tm, runs, agent, leaseMs: opts.leaseMs, toolModules: opts.toolModules, plugins: opts.plugins, breaker: opts.breaker, log });
   const owner = createRunOwner({ tm, runs, host: loopHost, agent, capabilities, leaseMs: opts.leaseMs, log });
 
   const streams = new Set<SseStream>();

@@ -1,0 +1,180 @@
+/**
+ * Many runs in flight in one daemon (issue 12): runs waiting on a tool are promises on a
+ * thread, not threads; stop, pause, drain and kill -9 still hold with a hundred in flight.
+ * Real daemon processes on a real file; overlap is read from the steps' own times.
+ */
+import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import type { TaskManager } from '../../src/engine/index.js';
+import { freshManager, operator, tempDir, waitFor } from '../helpers.js';
+import { cli } from '../cli/helpers.js';
+import { daemonCard, startDaemonProcess } from './daemon-helpers.js';
+
+type Interval = { task_id: number; started_at: number; finished_at: number | null; status: string; tool: string };
+
+/** Action steps of one tool, with their task. */
+function actionSteps(path: string, tool: string): Interval[] {
+  const db = new Database(path, { readonly: true });
+  try {
+    return db
+      .prepare(`SELECT r.task_id, s.started_at, s.finished_at, s.status, s.tool FROM steps s JOIN runs r ON r.id = s.run_id WHERE s.kind = 'action' AND s.tool = ?`)
+      .all(tool) as Interval[];
+  } finally {
+    db.close();
+  }
+}
+
+/** The most intervals open at one instant. */
+function maxOverlap(intervals: Interval[], now = Date.now()): number {
+  const edges = intervals.flatMap((i) => [[i.started_at, 1], [i.finished_at ?? now, -1]] as const);
+  edges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
+  let open = 0;
+  let most = 0;
+  for (const [, d] of edges) most = Math.max(most, (open += d));
+  return most;
+}
+
+async function createWaiting(tm: TaskManager, n: number, script: unknown[], tools: string[] = ['wait']): Promise<number[]> {
+  const card = daemonCard({ allowed_tools: tools, budget: { max_steps: 20 }, script });
+  const created = await tm.createTasks(Array.from({ length: n }, (_, i) => ({ title: `t${i}`, card })), operator);
+  return created.map((c) => c.task.id);
+}
+
+async function states(tm: TaskManager, ids: number[]): Promise<Record<string, number>> {
+  const counts: Record<string, number> = {};
+  for (const id of ids) {
+    const s = (await tm.getTask(id)).state;
+    counts[s] = (counts[s] ?? 0) + 1;
+  }
+  return counts;
+}
+
+async function eventCounts(tm: TaskManager, id: number, type: string): Promise<number> {
+  return (await tm.getTask(id)).events.filter((e) => e.type === type).length;
+}
+
+describe('a daemon holds many runs per thread', () => {
+  it('200 tasks waiting 1 s each on 2 threads: all complete, dozens in flight per thread at once, never more than --concurrency', async () => {
+    const tm = freshManager();
+    const ids = await createWaiting(tm, 200, [{ action: 'tool', tool: 'wait', args: { ms: 1000 } }, { action: 'done' }]);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2']);
+    await waitFor(async () => (await states(tm, ids)).completed === 200, 60_000, 'all 200 tasks to complete');
+    const steps = actionSteps(tm.path, 'wait');
+    expect(steps).toHaveLength(200);
+    const most = maxOverlap(steps);
+    // Two threads: more than two waits open at once means several runs per thread; the
+    // default concurrency (64) bounds them, because the daemon claims only what it can start.
+    expect(most).toBeGreaterThan(32);
+    expect(most).toBeLessThanOrEqual(64);
+    for (const id of ids.slice(0, 20)) expect(await eventCounts(tm, id, 'run.started')).toBe(1);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('stop --all reaches 100 runs in flight in one daemon and aborts every tool call', async () => {
+    const tm = freshManager();
+    const ids = await createWaiting(tm, 100, [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }]);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    await waitFor(() => actionSteps(tm.path, 'wait').length === 100, 30_000, '100 waits in flight');
+    expect((await cli(tm.path, 'stop', '--all')).code).toBe(0);
+    await waitFor(async () => (await states(tm, ids)).cancelled === 100, 20_000, 'all 100 runs to be cancelled');
+    expect(actionSteps(tm.path, 'wait').every((s) => s.status === 'failed' && s.finished_at !== null)).toBe(true);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('pause --all holds 100 runs between steps and resume --all lets every one finish once', async () => {
+    const tm = freshManager();
+    const ids = await createWaiting(tm, 100, [
+      { action: 'tool', tool: 'wait', args: { ms: 1500 } },
+      { action: 'tool', tool: 'wait', args: { ms: 10 } },
+      { action: 'done' },
+    ]);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    await waitFor(() => actionSteps(tm.path, 'wait').length === 100, 30_000, '100 first waits in flight');
+    expect((await cli(tm.path, 'pause', '--all')).code).toBe(0);
+    const paused = async () => {
+      let n = 0;
+      for (const id of ids) n += await eventCounts(tm, id, 'run.paused');
+      return n;
+    };
+    await waitFor(async () => (await paused()) === 100, 20_000, 'every run to pause at its step boundary');
+    // Paused: no second wait starts.
+    const before = actionSteps(tm.path, 'wait').length;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(actionSteps(tm.path, 'wait').length).toBe(before);
+    expect(before).toBe(100);
+    expect((await cli(tm.path, 'resume', '--all')).code).toBe(0);
+    await waitFor(async () => (await states(tm, ids)).completed === 100, 30_000, 'all 100 to complete after resume');
+    expect(actionSteps(tm.path, 'wait')).toHaveLength(200);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('SIGTERM drains 100 runs in flight (released, not failed) and another daemon finishes each exactly once', async () => {
+    const tm = freshManager();
+    const ids = await createWaiting(tm, 100, [{ action: 'tool', tool: 'wait', args: { ms: 1500 } }, { action: 'done' }]);
+    const first = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    await waitFor(() => actionSteps(tm.path, 'wait').length === 100, 30_000, '100 waits in flight');
+    first.child.kill('SIGTERM');
+    expect(await first.exited).toBe(0);
+    expect(await states(tm, ids)).toEqual({ pending: 100 });
+    const second = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    await waitFor(async () => (await states(tm, ids)).completed === 100, 30_000, 'the second daemon to finish all 100');
+    // Each wait ran once (the drain let it finish), each run started once and resumed once.
+    expect(actionSteps(tm.path, 'wait')).toHaveLength(100);
+    for (const id of ids) {
+      expect(await eventCounts(tm, id, 'run.started')).toBe(1);
+      expect((await tm.getTask(id)).events.filter((e) => (e.data as { to?: string }).to === 'completed')).toHaveLength(1);
+    }
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+  });
+
+  it('kill -9 of a daemon with 100 runs in flight: a peer on this host resumes them at once, and no write runs twice', async () => {
+    const tm = freshManager();
+    const file = join(tempDir(), 'writes.log');
+    const card = (i: number) => daemonCard({
+      allowed_tools: ['wait', 'log_append'],
+      scope: {},
+      budget: { max_steps: 20 },
+      script: [
+        { action: 'tool', tool: 'wait', args: { ms: 2000 } },
+        { action: 'tool', tool: 'log_append', args: { file, line: `task-${i}` } },
+        { action: 'done' },
+      ],
+    });
+    const created = await tm.createTasks(Array.from({ length: 100 }, (_, i) => ({ title: `k${i}`, card: card(i) })), operator);
+    const ids = created.map((c) => c.task.id);
+    const victim = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    await waitFor(() => actionSteps(tm.path, 'wait').length === 100, 30_000, '100 waits in flight');
+    const peer = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    victim.child.kill('SIGKILL');
+    await victim.exited;
+    await waitFor(async () => (await states(tm, ids)).completed === 100, 40_000, 'the peer to finish all 100');
+    const lines = readFileSync(file, 'utf8').trim().split('\n').sort();
+    expect(lines).toEqual(Array.from({ length: 100 }, (_, i) => `task-${i}`).sort());
+    for (const id of ids) expect(await eventCounts(tm, id, 'run.started')).toBe(1);
+    expect(peer.lines.some((l) => /reclaimed tasks .* from a daemon that is gone/.test(l))).toBe(true);
+    peer.child.kill('SIGTERM');
+    expect(await peer.exited).toBe(0);
+  });
+
+  it('one desktop run at a time per daemon (its display): desktop tasks wait their turn while others run beside them', async () => {
+    const tm = freshManager();
+    const card = daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 400 } }, { action: 'done' }] });
+    const desktop = await tm.createTasks(Array.from({ length: 4 }, (_, i) => ({ title: `d${i}`, card, requires: ['desktop'] })), operator);
+    const plain = await tm.createTasks(Array.from({ length: 4 }, (_, i) => ({ title: `p${i}`, card })), operator);
+    const ids = [...desktop, ...plain].map((c) => c.task.id);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2', '--capabilities', 'desktop']);
+    await waitFor(async () => (await states(tm, ids)).completed === 8, 30_000, 'all 8 tasks to complete');
+    const steps = actionSteps(tm.path, 'wait');
+    const desktopIds = new Set(desktop.map((c) => c.task.id));
+    expect(maxOverlap(steps.filter((s) => desktopIds.has(s.task_id)))).toBe(1);
+    expect(maxOverlap(steps)).toBeGreaterThan(1);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+});
