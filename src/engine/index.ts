@@ -24,4 +24,5 @@ export type * from './schedules.js';
 export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
 export { createWriteLock } from './sqlite/write-lock.js';
+export { spinOnBusy } from './sqlite/busy.js';
 export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';

@@ -5,7 +5,7 @@
  * an approval. Requires `services.db` (the database handle of the host's store).
  */
 import { z } from 'zod';
-import type { SqliteTaskStore } from '../engine/index.js';
+import { type SqliteTaskStore, spinOnBusy } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 type Db = SqliteTaskStore['db'];
@@ -60,7 +60,8 @@ export function ticketStore(db: Db) {
     if (row === undefined) throw new Error(`no ticket ${id}`);
     return row;
   };
-  const tx = <T>(fn: () => T): T => db.transaction(fn).immediate();
+  // The store's connection waits for the write lock itself (busy_timeout 0): so do these.
+  const tx = <T>(fn: () => T): T => spinOnBusy(() => db.transaction(fn).immediate(), 5000);
   return {
     get: (id: string) => toTicket(must(id)),
     list: (limit = 200) => list.all(limit).map(toTicket),

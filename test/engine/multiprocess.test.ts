@@ -73,9 +73,13 @@ describe('several processes on one file', () => {
     const claims = db.prepare("SELECT count(*) AS n, count(DISTINCT task_id) AS d FROM task_events WHERE type = 'task.claimed'").get();
     db.close();
     expect(claims).toEqual({ n: 5000, d: 5000 });
-    // More than one process got a share: the claims were contended across processes.
-    // (Not every one: SQLite's busy handler is unfair, and a fast process can take most.)
-    expect(results.filter((r) => r.completed.length > 0).length).toBeGreaterThan(1);
+    // Work spreads across processes: a writer that finds the lock taken tries again within
+    // about a millisecond (busy.ts) instead of sleeping in SQLite's busy handler while the
+    // process that just committed takes the lock again and again (it took 84-94% before).
+    const shares = results.map((r) => r.completed.length / 5000);
+    console.log(`4-process drain shares: ${shares.map((x) => x.toFixed(2)).join(', ')}`);
+    for (const share of shares) expect(share).toBeGreaterThan(0.05);
+    expect(Math.max(...shares)).toBeLessThan(0.6);
     checkEventLog(tm.path);
   });
 

@@ -4,11 +4,12 @@
  * Real daemon processes on a real file; overlap is read from the steps' own times.
  */
 import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { TaskManager } from '../../src/engine/index.js';
-import { freshManager, operator, tempDir, waitFor } from '../helpers.js';
+import { ROOT, freshManager, operator, tempDir, waitFor } from '../helpers.js';
 import { cli } from '../cli/helpers.js';
 import { daemonCard, startDaemonProcess } from './daemon-helpers.js';
 
@@ -176,5 +177,40 @@ describe('a daemon holds many runs per thread', () => {
     expect(maxOverlap(steps)).toBeGreaterThan(1);
     d.child.kill('SIGTERM');
     expect(await d.exited).toBe(0);
+  });
+});
+
+describe('writes across processes', () => {
+  it('3 producer processes create while 2 daemons drain: no STORE_BUSY anywhere, each task completed once, both daemons share the work', async () => {
+    const tm = freshManager();
+    const card = daemonCard({ allowed_tools: ['echo'], script: [{ action: 'tool', tool: 'echo', args: { text: 'hi' } }, { action: 'done' }] });
+    const daemons = [await startDaemonProcess(tm.path, ['--workers', '2']), await startDaemonProcess(tm.path, ['--workers', '2'])];
+    const produce = () =>
+      new Promise<{ created: number[]; errors: string[] }>((resolve, reject) => {
+        const child = spawn(process.execPath, [join(ROOT, 'test/fixtures/create-many.mjs'), tm.path, '300', JSON.stringify(card)], { stdio: ['ignore', 'pipe', 'inherit'] });
+        let out = '';
+        child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+        child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`producer exited ${code}`))));
+      });
+    const produced = await Promise.all([produce(), produce(), produce()]);
+    expect(produced.flatMap((p) => p.errors)).toEqual([]);
+    const ids = produced.flatMap((p) => p.created);
+    expect(ids).toHaveLength(900);
+    await waitFor(async () => (await tm.stats()).byState.completed === 900, 90_000, 'all 900 tasks to complete');
+    const db = new Database(tm.path, { readonly: true });
+    try {
+      const claims = db.prepare("SELECT count(*) AS n, count(DISTINCT task_id) AS d FROM task_events WHERE type = 'task.claimed'").get();
+      expect(claims).toEqual({ n: 900, d: 900 });
+      const byDaemon = db.prepare("SELECT assignee, count(*) AS n FROM tasks WHERE state = 'completed' GROUP BY assignee").all() as Array<{ n: number }>;
+      expect(byDaemon).toHaveLength(2);
+      for (const d of byDaemon) expect(d.n).toBeGreaterThan(90);
+    } finally {
+      db.close();
+    }
+    for (const d of daemons) {
+      expect(d.lines.filter((l) => /STORE_BUSY|failed/.test(l))).toEqual([]);
+      d.child.kill('SIGTERM');
+      expect(await d.exited).toBe(0);
+    }
   });
 });

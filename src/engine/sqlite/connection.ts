@@ -55,8 +55,9 @@ export async function retryBusy<T>(fn: () => T, what: string, maxWaitMs = 60_000
       if (Date.now() - started > maxWaitMs) {
         throw new EngineError('STORE_BUSY', `${what}: the database stayed locked for ${maxWaitMs} ms; nothing was written`);
       }
-      const cap = Math.min(200, 2 ** Math.min(attempt, 8));
-      await sleep(1 + Math.random() * cap);
+      // Short and jittered: the lock is usually free again within a millisecond (busy.ts).
+      const cap = Math.min(20, 2 ** Math.min(attempt, 5));
+      await sleep(Math.random() * cap);
     }
   }
 }

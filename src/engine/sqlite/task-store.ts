@@ -15,6 +15,7 @@ import type { TaskEvent } from '../types.js';
 import { type Checkpointer, startCheckpointer } from './checkpointer.js';
 import { prepareClaim, prepareHeartbeat } from './claim.js';
 import { type Db, type Durability, isBusyError, openDatabase, retryBusy } from './connection.js';
+import { WRITE_SPIN_MS, readOnBusy, spinOnBusy } from './busy.js';
 import { prepareCreate } from './create.js';
 import { FATAL_FAULTS, faultReporter, storeError, storeFault } from './faults.js';
 import { type FileGuard, createFileGuard, quickCheck } from './guard.js';
@@ -81,6 +82,8 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   const readonly = opts.readonly === true;
   const log = opts.log ?? (() => undefined);
   const db = openDatabase({ path, durability: opts.durability, readonly });
+  // The store waits for the write lock itself (busy.ts), never in SQLite's busy handler.
+  if (!readonly) db.pragma('busy_timeout = 0');
   const now = opts.now ?? Date.now;
   const writer = createEventWriter(db);
   const apply = prepareMoves(db, writer);
@@ -149,7 +152,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     return guard!.fault!;
   };
 
-  function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T): WriteOutcome<T> {
+  function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs = 0): WriteOutcome<T> {
     if (guard !== undefined) {
       // Another thread stopped: look at the files for this store's own account first.
       if (sharedFault(lock) !== 0 && guard.fault === undefined && guard.check(true) === undefined) sharedStop(what);
@@ -159,7 +162,12 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     const events: TaskEvent[] = [];
     const value = withWriteLock(lock, () => {
       if (guard !== undefined && sharedFault(lock) !== 0) throw guard.fault ?? sharedStop(what);
-      return tx.immediate(fn, events, now()) as T;
+      // Busy (another process writes): BEGIN IMMEDIATE failed at once and wrote nothing; try
+      // again in a moment. `now` is taken per try, so a retried write records when it ran.
+      return spinOnBusy(() => {
+        events.length = 0;
+        return tx.immediate(fn, events, now()) as T;
+      }, spinMs);
     });
     committed();
     return { value, events };
@@ -169,11 +177,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     if (readonly) return Promise.reject(storeFault('STORE_READONLY', path, what, 'this store opened the file read-only'));
     let outcome: WriteOutcome<T>;
     try {
-      outcome = attempt(what, fn);
+      outcome = attempt(what, fn, WRITE_SPIN_MS);
     } catch (err) {
       // Lock contention: retry with backoff (asynchronously). Anything else is the caller's.
       if (!isBusyError(err)) return Promise.reject(fail(err, what));
-      return retryBusy(() => attempt(what, fn), what).then(
+      return retryBusy(() => attempt(what, fn, 1), what).then(
         (o) => {
           if (o.events.length > 0) watcher.notifyLocal();
           return o;
@@ -187,7 +195,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
 
   function read<T>(what: string, fn: () => T): T {
     try {
-      return fn();
+      return readOnBusy(fn, what);
     } catch (err) {
       throw fail(err, what);
     }
