@@ -17,6 +17,7 @@ import type {
   Run,
   ScreenInfo,
   Step,
+  StepWrite,
   Usage,
 } from './runs.js';
 import type { Approval, ApprovalState, DecideInput, ParkInput } from './approvals.js';
@@ -93,6 +94,8 @@ export interface RunStore {
   /** Starts the task's run, or resumes its unfinished one (budgets and usage carried over). */
   openRun(fence: Fence, budget: Budget): Promise<OpenRunResult>;
   beginStep(fence: Fence, input: BeginStepInput): Promise<Step>;
+  /** Writes step writes the loop held back (see StepWrite), in order, in one transaction. */
+  writeSteps(fence: Fence, writes: StepWrite[]): Promise<Step[]>;
   finishStep(fence: Fence, input: FinishStepInput): Promise<Step>;
   /** Records a pause or resume of a live run (events run.paused / run.resumed). */
   setPaused(fence: Fence, runId: number, paused: boolean, reason: string): Promise<void>;

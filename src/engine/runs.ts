@@ -161,7 +161,34 @@ export interface BeginStepInput {
   tool?: string;
   args?: unknown;
   idempotencyKey?: string;
+  /** Step writes the loop held back, written first in the same transaction (see StepWrite). */
+  before?: StepWrite[];
 }
+
+/** A step written once it completed (a decision, a refused call): one row, one event. */
+export interface RecordStepInput {
+  runId: number;
+  kind: StepKind;
+  status: Exclude<StepStatus, 'started'>;
+  tool?: string;
+  args?: unknown;
+  result?: unknown;
+  error?: string;
+  durationMs: number;
+  tokens?: number;
+  startedAt: number;
+  /** The run's usage after this step. */
+  usage: Usage;
+  eventData?: Record<string, unknown>;
+}
+
+/**
+ * A step write the loop may hold back and fold into its next write (workers/journal.ts):
+ * recording a completed step, or finishing a read step begun earlier. Both are safe to lose
+ * in a crash — a decision is taken again, a read is made again — so they need no
+ * transaction of their own. A write's intent and its outcome are never held back.
+ */
+export type StepWrite = { record: RecordStepInput } | { finish: FinishStepInput };
 
 export interface FinishStepInput {
   stepId: number;
@@ -176,6 +203,8 @@ export interface FinishStepInput {
   eventData?: Record<string, unknown>;
   /** The PNG screen this step observed; the run keeps its latest (`RunStore.getScreen`). */
   screen?: Uint8Array;
+  /** Step writes held back, written first in the same transaction. */
+  before?: StepWrite[];
 }
 
 /** Where a run's latest screen came from (its PNG is read with `RunStore.getScreen`). */
@@ -202,6 +231,8 @@ export interface FinishRunInput {
   usage: Usage;
   moves: TaskMove[];
   result?: unknown;
+  /** Step writes held back (the final decision), written first in the same transaction. */
+  before?: StepWrite[];
 }
 
 export type ControlState = 'running' | 'paused' | 'stopped';

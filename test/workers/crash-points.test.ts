@@ -61,9 +61,24 @@ async function stop(d: DaemonProcess) {
 }
 
 describe('crash points of a step, with real processes killed there', () => {
-  it('right after a decision commits: the decision is taken again and its write lands once', async () => {
+  it('right after a decision is made, before it is written: it is taken again and its write lands once', async () => {
     const c = setup();
     const { id, rescuer } = await crashAndResume(c, payCard(c), 'after_decide');
+    const runs = createSqliteRunStore(c.tm.store as SqliteTaskStore);
+    const [run, ...more] = await runs.runsOf(id);
+    expect(more).toEqual([]);
+    expect(run).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(lines(c.file)).toBe('paid\n');
+    // The decision was held back to be written with its action step: the crash lost it, and
+    // the resumed run took it again (three decisions written, none abandoned).
+    const decides = (await runs.getRun(run!.id)).steps.filter((s) => s.kind === 'decide').map((s) => s.status);
+    expect(decides).toEqual(['ok', 'ok', 'ok']);
+    await stop(rescuer);
+  });
+
+  it('right after a decision was written: the decision is taken again and its write lands once', async () => {
+    const c = setup();
+    const { id, rescuer } = await crashAndResume(c, payCard(c), 'after_decide_written');
     const runs = createSqliteRunStore(c.tm.store as SqliteTaskStore);
     const [run, ...more] = await runs.runsOf(id);
     expect(more).toEqual([]);

@@ -133,9 +133,15 @@ describe('resuming a run after a crash', () => {
     const h = harness();
     const claim = await claimWith(h, card({ allowed_tools: ['noop'], script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }] }));
     const gen = runTaskLoop(loopContext(h, claim));
-    await gen.next(); // run_started
+    const first = await gen.next(); // run_started
+    const runId = (first.value as { run: { id: number } }).run.id;
     await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
     await h.tm.claimTask({ agent: 'thief', start: true });
-    await expect(gen.next()).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    const drive = async () => {
+      for (;;) if ((await gen.next()).done === true) return;
+    };
+    // Its decision is held back (journal.ts); the first write it folds into is refused.
+    await expect(drive()).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    expect((await h.runs.getRun(runId)).steps).toEqual([]);
   });
 });

@@ -45,6 +45,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     },
     openRun: (f, budget) => value(write('open run', (ev, now) => runs.openRun(f, budget, now, ev))),
     beginStep: (f, input) => value(write('begin step', (ev, now) => runs.beginStep(f, input, now, ev))),
+    writeSteps: (f, writes) => value(write('write steps', (ev, now) => runs.writeSteps(f, writes, now, ev))),
     finishStep: (f, input) => value(write('finish step', (ev, now) => runs.finishStep(f, input, now, ev))),
     setPaused: (f, runId, paused, reason) => value(write('pause run', (ev, now) => runs.setPaused(f, runId, paused, reason, now, ev))),
     finishRun: (f, input) => value(write('finish run', (ev, now) => runs.finishRun(f, input, now, ev))),

@@ -1,6 +1,6 @@
 /** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
 import { EngineError } from '../errors.js';
-import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, ParkRunInput, ResumeRunInput, Run, ScreenInfo, Step, Usage } from '../runs.js';
+import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, ParkRunInput, RecordStepInput, ResumeRunInput, Run, ScreenInfo, Step, StepWrite, Usage } from '../runs.js';
 import { asAgent, systemActor } from '../actors.js';
 import { isFenced } from '../states.js';
 import { toWireBudget } from '../wire.js';
@@ -85,6 +85,8 @@ export interface RunWrites {
   openRun(f: Fence, budget: Budget, now: number, events: TaskEvent[]): OpenRunResult;
   beginStep(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[]): Step;
   finishStep(f: Fence, input: FinishStepInput, now: number, events: TaskEvent[]): Step;
+  /** Step writes held back by the loop, in order (fenced once). */
+  writeSteps(f: Fence, writes: StepWrite[], now: number, events: TaskEvent[]): Step[];
   setPaused(f: Fence, runId: number, paused: boolean, reason: string, now: number, events: TaskEvent[]): void;
   finishRun(f: Fence, input: FinishRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
   releaseRun(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): void;
@@ -114,6 +116,10 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   const updateStep = db.prepare<Record<string, unknown>, StepRow>(
     `UPDATE steps SET status = @status, result = @result, error = @error, duration_ms = @duration, tokens = @tokens,
        finished_at = @now WHERE id = @id RETURNING *`,
+  );
+  const insertDone = db.prepare<Record<string, unknown>, StepRow>(
+    `INSERT INTO steps (run_id, seq, kind, status, tool, args, result, error, duration_ms, tokens, started_at, finished_at)
+     VALUES (@run_id, @seq, @kind, @status, @tool, @args, @result, @error, @duration, @tokens, @started, @now) RETURNING *`,
   );
   const updateUsage = db.prepare('UPDATE runs SET usage = ?, checkpoint_version = MAX(checkpoint_version, ?) WHERE id = ?');
   const endRun = db.prepare<Record<string, unknown>, RunRow>(
@@ -164,6 +170,64 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     return run;
   }
 
+  /** Finishes a step begun earlier: its outcome, the run's usage, its screen, one event. */
+  function finished(f: Fence, input: FinishStepInput, now: number, events: TaskEvent[]): Step {
+    const row = updateStep.get({
+      id: input.stepId,
+      status: input.status,
+      result: input.result === undefined ? null : JSON.stringify(input.result),
+      error: input.error ?? null,
+      duration: Math.round(input.durationMs),
+      tokens: input.tokens ?? 0,
+      now,
+    });
+    if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
+    updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+    if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
+    events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
+    return toStep(row);
+  }
+
+  /** Records a step that completed before it was written (a decision, a refused call): one row, one event. */
+  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[]): Step {
+    runOf(f, input.runId);
+    const row = insertDone.get({
+      run_id: input.runId,
+      seq: nextSeq.get(input.runId)!.seq,
+      kind: input.kind,
+      status: input.status,
+      tool: input.tool ?? null,
+      args: input.args === undefined ? null : JSON.stringify(input.args),
+      result: input.result === undefined ? null : JSON.stringify(input.result),
+      error: input.error ?? null,
+      duration: Math.round(input.durationMs),
+      tokens: input.tokens ?? 0,
+      started: input.startedAt,
+      now,
+    })!;
+    updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+    events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
+    return toStep(row);
+  }
+
+  function stepFinished(f: Fence, row: StepRow, status: string, now: number, error: string | undefined, extra: Record<string, unknown> | undefined): TaskEvent {
+    return writer.append(f.taskId, 'run.step_finished', asAgent(f.agent), {
+      run_id: row.run_id,
+      seq: row.seq,
+      kind: row.kind,
+      tool: row.tool,
+      status,
+      duration_ms: row.duration_ms,
+      ...(error === undefined ? {} : { error }),
+      ...extra,
+    }, now);
+  }
+
+  /** Step writes the loop held back, in their order (the caller has fenced). */
+  function written(f: Fence, writes: StepWrite[], now: number, events: TaskEvent[]): Step[] {
+    return writes.map((w) => ('record' in w ? recorded(f, w.record, now, events) : finished(f, w.finish, now, events)));
+  }
+
   return {
     fence,
     openRun(f, budget, now, events) {
@@ -178,8 +242,13 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       events.push(writer.append(f.taskId, 'run.started', asAgent(f.agent), { run_id: row.id, budget: toWireBudget(budget) }, now));
       return { run: toRun(row), steps: [], resumed: false };
     },
+    writeSteps(f, writes, now, events) {
+      fenceLight(f);
+      return written(f, writes, now, events);
+    },
     beginStep(f, input, now, events) {
       fenceLight(f);
+      if (input.before !== undefined) written(f, input.before, now, events);
       runOf(f, input.runId);
       const seq = nextSeq.get(input.runId)!.seq;
       const row = insertStep.get({
@@ -196,31 +265,8 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     },
     finishStep(f, input, now, events) {
       fenceLight(f);
-      const row = updateStep.get({
-        id: input.stepId,
-        status: input.status,
-        result: input.result === undefined ? null : JSON.stringify(input.result),
-        error: input.error ?? null,
-        duration: Math.round(input.durationMs),
-        tokens: input.tokens ?? 0,
-        now,
-      });
-      if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
-      updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
-      if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
-      events.push(
-        writer.append(f.taskId, 'run.step_finished', asAgent(f.agent), {
-          run_id: row.run_id,
-          seq: row.seq,
-          kind: row.kind,
-          tool: row.tool,
-          status: input.status,
-          duration_ms: row.duration_ms,
-          ...(input.error === undefined ? {} : { error: input.error }),
-          ...input.eventData,
-        }, now),
-      );
-      return toStep(row);
+      if (input.before !== undefined) written(f, input.before, now, events);
+      return finished(f, input, now, events);
     },
     setPaused(f, runId, paused, reason, now, events) {
       fenceLight(f);
@@ -230,6 +276,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     },
     finishRun(f, input, now, events) {
       let task = fence(f);
+      if (input.before !== undefined) written(f, input.before, now, events);
       runOf(f, input.runId);
       const run = endRun.get({
         id: input.runId,

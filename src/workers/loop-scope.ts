@@ -1,0 +1,34 @@
+/** What every phase of one run's loop shares (loop-phases.ts). */
+import type { ControlState, Fence, Run, RunStore, TaskCard } from '../engine/index.js';
+import type { HookRegistry } from '../plugins/hooks.js';
+import type { Journal } from './journal.js';
+import type { RunCalls } from './loop-calls.js';
+import type { LoopContext } from './loop-context.js';
+import type { Finish } from './loop-finish.js';
+import type { LoopState } from './loop-state.js';
+import type { AllowedTool, Planner } from './planner.js';
+import type { AnswerCounts } from './restart-policy.js';
+
+export interface RunScope {
+  ctx: LoopContext;
+  card: TaskCard;
+  run: Run;
+  fence: Fence;
+  state: LoopState;
+  hooks: HookRegistry;
+  /** The run store through the run's journal: every write of the run goes through it. */
+  runs: RunStore;
+  journal: Journal;
+  /** The run's one signal: a stop aborts the tool or planner call in flight. */
+  signal: AbortSignal;
+  planner: Planner;
+  calls: RunCalls;
+  finish: Finish;
+  allowedTools: AllowedTool[];
+  /** The refusals the planner hears at its next decision. */
+  rejections: Array<{ tool: string; reason: string }>;
+  answers: AnswerCounts;
+  /** The run's control as last read (stop and pause come from any process). */
+  control(): ControlState;
+  progress(): unknown;
+}
