@@ -89,8 +89,10 @@ export function createMcpEndpoint(opts: McpEndpointOptions & { tm: TaskManager; 
     live.delete(session.id);
     await session.transport.close().catch(() => undefined);
   };
+  const expired = (s: Session) => s.busy === 0 && now() - s.lastUsed > idleMs;
+  // A returning client finds its expired session gone at once (sessionOf); the sweep frees those never asked for again.
   const sweep = setInterval(() => {
-    for (const s of [...live.values()]) if (s.busy === 0 && now() - s.lastUsed > idleMs) void end(s);
+    for (const s of [...live.values()]) if (expired(s)) void end(s);
   }, Math.min(idleMs, 60_000));
   sweep.unref();
 
@@ -107,7 +109,12 @@ export function createMcpEndpoint(opts: McpEndpointOptions & { tm: TaskManager; 
   const sessionOf = (req: IncomingMessage, actor: Actor): Session | undefined => {
     const id = req.headers['mcp-session-id'];
     const session = typeof id === 'string' ? live.get(id) : undefined;
-    return session !== undefined && sameActor(session.actor, actor) ? session : undefined;
+    if (session === undefined || !sameActor(session.actor, actor)) return undefined;
+    if (expired(session)) {
+      void end(session);
+      return undefined;
+    }
+    return session;
   };
 
   const open = async (actor: Actor, query: URLSearchParams): Promise<Session> => {

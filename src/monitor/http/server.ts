@@ -64,7 +64,7 @@ export interface HttpServerOptions {
   /** More routes (e.g. GET /metrics), behind the same authentication. */
   extraRoutes?: Route[];
   sse?: SseOptions;
-  /** Clock of browser sessions and sign-in codes, in epoch ms; tests pass their own. @defaultValue Date.now */
+  /** Clock of browser sessions, sign-in codes and MCP sessions, in epoch ms; tests pass their own. @defaultValue Date.now */
   now?: () => number;
   /** One line per notable thing. @defaultValue no logging */
   log?: (line: string) => void;
@@ -121,7 +121,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
     });
     return stream;
   };
-  const mcp = opts.mcp === false ? undefined : createMcpEndpoint({ tm, slots, log, ...(opts.mcp ?? {}) });
+  const mcp = opts.mcp === false ? undefined : createMcpEndpoint({ tm, slots, log, ...(opts.now === undefined ? {} : { now: opts.now }), ...(opts.mcp ?? {}) });
 
   const router = createRouter([
     { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: (await tm.stats()).lastEventId, owned_runs: owner.active() } }) },
