@@ -139,7 +139,7 @@ describe('MCP over Streamable HTTP on taskloop serve', () => {
 
     const strict = await connectHttp(served.url, BOB, '/mcp?schemas=strict');
     const create = (await strict.client.listTools()).tools.find((t) => t.name === 'task_create')!;
-    const schema = create.inputSchema as { properties: Record<string, any>; required: string[]; additionalProperties: boolean };
+    const schema = create.inputSchema as unknown as { properties: Record<string, any>; required: string[]; additionalProperties: boolean };
     expect(schema.additionalProperties).toBe(false);
     expect(schema.required.sort()).toEqual(Object.keys(schema.properties).sort());
     expect(schema.properties.card.type).toEqual(['string', 'null']);
