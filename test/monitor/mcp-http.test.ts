@@ -107,6 +107,18 @@ describe('MCP over Streamable HTTP on taskloop serve', () => {
     expect(sameOrigin.status).toBe(200);
     expect(sameOrigin.headers['mcp-session-id']).toBeDefined();
 
+    // In that session: a task-augmented call (a capability the server does not declare) is
+    // refused before the tool runs, and arguments nested past the limit never reach it.
+    const session = { authorization: `Bearer ${ALICE}`, 'mcp-session-id': String(sameOrigin.headers['mcp-session-id']) };
+    const augmented = await rawMcp(served.url, 'POST', rpc(5, 'tools/call', { name: 'task_create', arguments: { title: 'via a task' }, task: { ttl: 1000 } }), session);
+    expect(augmented.json.error.code).toBeLessThan(0);
+    const deep = await rawMcp(served.url, 'POST', `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"task_create","arguments":{"title":"deep","card":${'{"a":'.repeat(5000)}1${'}'.repeat(5000)}}}}`, session);
+    expect(deep.status).toBe(400);
+    expect(deep.json.error).toMatchObject({ code: -32602 });
+    expect(deep.json.error.message).toMatch(/params.arguments nests deeper than 64 levels/);
+    const listed = await rawMcp(served.url, 'POST', rpc(7, 'tools/call', { name: 'task_list', arguments: { states: ['pending'] } }), session);
+    expect(JSON.parse(listed.json.result.content[0].text).tasks).toEqual([]);
+
     const get = await rawMcp(served.url, 'GET', undefined, { authorization: `Bearer ${ALICE}`, accept: 'text/event-stream' });
     expect(get.status).toBe(405);
     const batch = await rawMcp(served.url, 'POST', [INITIALIZE], { authorization: `Bearer ${ALICE}` });
