@@ -65,8 +65,7 @@ interface Session {
 
 export interface McpEndpoint {
   routes: Route[];
-  /** Sessions open now, for one actor or all. */
-  sessions(actor?: Actor): number;
+  /** Ends every session; no new one opens. */
   close(): Promise<void>;
 }
 
@@ -194,7 +193,6 @@ export function createMcpEndpoint(opts: McpEndpointOptions & { tm: TaskManager; 
       { method: 'POST', path: MCP_PATH, handler: post },
       { method: 'DELETE', path: MCP_PATH, handler: remove },
     ],
-    sessions: (actor) => (actor === undefined ? live.size : [...live.values()].filter((s) => sameActor(s.actor, actor)).length),
     async close() {
       closing = true;
       clearInterval(sweep);
