@@ -13,6 +13,7 @@ import type { Route } from '../monitor/http/router.js';
 import { createMetrics } from '../monitor/metrics.js';
 import { createMonitor } from '../monitor/monitor.js';
 import { type CliContext, UsageError } from './context.js';
+import { mcpServing } from './mcp-options.js';
 import { duration, integer, list, pluginSpecs } from './parse.js';
 import type { Run } from './task-commands.js';
 
@@ -107,7 +108,7 @@ function startSweeping(tm: TaskManager, runs: RunStore, ctx: CliContext): () => 
 export function registerServeCommand(program: Command, run: Run): void {
   program
     .command('serve')
-    .description('serve the HTTP API and event streams until SIGINT or SIGTERM; every request needs a token, loopback included: TASKLOOP_TOKEN, else on loopback one generated into DB.http-token')
+    .description('serve the HTTP API, event streams and MCP (at /mcp, for agent tokens) until SIGINT or SIGTERM; every request needs a token, loopback included: TASKLOOP_TOKEN, else on loopback one generated into DB.http-token')
     .option('--port <n>', 'port to listen on (default 7070; 0 picks a free one)')
     .option('--host <address>', 'address to bind (default 127.0.0.1)')
     .option('--agent <name>', 'the agent name attached tasks are claimed as (default http-HOST-PID)')
@@ -116,13 +117,17 @@ export function registerServeCommand(program: Command, run: Run): void {
     .option('--tools <module>', 'a module exporting `tools` for attached runs, besides the built-in ones (repeatable)', collect)
     .option('--plugin <module>', 'a plugin for attached runs (repeatable; replaces the default task_enforcer unless it is named too)', collect)
     .option('--plugin-config <file>', 'JSON object: plugin name or module → its options')
+    .option('--mcp-tools <module>', 'a module exporting tools to serve over MCP at /mcp beside the task tools (repeatable; high-risk tools and tools that need a card are refused)', collect)
+    .option('--no-mcp', 'serve no MCP endpoint at /mcp')
     .option('--grace <duration>', 'how long attached runs may take to reach a step boundary at shutdown (default 10s)')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
         const tm = ctx.manager();
         const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+        const mcp = o.mcp === false ? false : await mcpServing(tm, o.mcpTools, o.plugin, o.pluginConfig);
         const server = await startHttp(ctx, {
+          mcp,
           tm,
           runs,
           host: o.host,

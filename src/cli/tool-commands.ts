@@ -1,11 +1,15 @@
 /** `taskloop tools` (every registered tool with its schema) and `taskloop mcp` (the task tools over MCP). */
 import type { Command } from 'commander';
 import { loadTools } from '../workers/tool-modules.js';
+import { assertBindableName } from '../engine/index.js';
 import { serveStdio } from '../tools/mcp-server.js';
+import { strictProblem } from '../tools/mcp-tools.js';
 import { toOpenAiFunction } from '../tools/registry.js';
-import { taskTools } from '../tools/task-tools.js';
 import { UsageError } from './context.js';
+import { mcpServing } from './mcp-options.js';
 import type { Run } from './task-commands.js';
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 export function registerToolCommands(program: Command, run: Run): void {
   program
@@ -13,7 +17,7 @@ export function registerToolCommands(program: Command, run: Run): void {
     .description('list every registered tool with its kind, risk and argument schema')
     .option('--format <format>', 'openai (function-calling definitions) or json (default: a table, or json with --json)')
     .option('--strict', 'with --format openai: the form OpenAI strict mode accepts (nullable optionals, closed objects, the card as a JSON string)')
-    .option('--tools <module>', 'a module exporting more tools, as the daemon loads it (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option('--tools <module>', 'a module exporting more tools, as the daemon loads it (repeatable)', collect)
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
         let tools;
@@ -37,9 +41,20 @@ export function registerToolCommands(program: Command, run: Run): void {
     .command('mcp')
     .description('serve the task tools over MCP on stdin/stdout, acting as one agent')
     .requiredOption('--agent <name>', 'the agent every call acts as')
+    .option('--tools <module>', 'a module exporting more tools to serve beside the task tools (repeatable; high-risk tools and tools that need a card are refused)', collect)
+    .option('--plugin <module>', 'a plugin whose tool_before hooks judge every call (repeatable; replaces the default task_enforcer unless it is named too)', collect)
+    .option('--plugin-config <file>', 'JSON object: plugin name or module → its options')
+    .option('--strict', 'list the tools\' arguments in the form OpenAI strict mode accepts (calls accept both forms either way)')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        await serveStdio({ agent: o.agent, manager: ctx.manager(), tools: taskTools });
+        assertBindableName(o.agent, '--agent');
+        const manager = ctx.manager();
+        const { tools, gate } = await mcpServing(manager, o.tools, o.plugin, o.pluginConfig);
+        if (o.strict === true) {
+          const problem = strictProblem(tools);
+          if (problem !== null) throw new UsageError(problem);
+        }
+        await serveStdio({ agent: o.agent, manager, tools, gate, strict: o.strict === true });
       }),
     );
 }

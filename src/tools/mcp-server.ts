@@ -1,21 +1,25 @@
 /**
- * The task tools over MCP (stdio), so any MCP-speaking agent can use the engine. The
- * server's agent identity is fixed when it starts (`taskloop mcp --agent NAME`): every
+ * The task tools over MCP, so any MCP-speaking agent can use the engine: over stdio
+ * (`taskloop mcp --agent NAME`, below) and over Streamable HTTP on `taskloop serve`
+ * (src/monitor/http/mcp-endpoint.ts), one server per session. The server's agent identity is
+ * fixed when it is created (the stdio server's `--agent`, the HTTP session's token): every
  * call acts as that agent, whatever the model puts in the arguments, and may not be a
  * reserved name (the operator's or a system actor's).
  *
  * What reaches the model is an engine refusal (its stable code and one-line message) or a
- * generic TOOL_FAILED naming the tool; an internal error's own text (a stack, a path, SQL)
- * goes to the server's log, never to the model. Those are tool results (`isError: true`);
- * only protocol-level problems are JSON-RPC errors, and on stdio every line gets one when it
- * is refused (mcp-transport.ts): -32700, -32600, -32601, or -32602 for params of the wrong
- * shape or nested deeper than LIMITS.jsonDepth.
+ * generic TOOL_FAILED naming the tool (mcp-call.ts); an internal error's own text (a stack, a
+ * path, SQL) goes to the server's log, never to the model. Those are tool results
+ * (`isError: true`); protocol-level problems are JSON-RPC errors: a tool the server does not
+ * serve is -32602 `Unknown tool: NAME`, as the MCP specification's tools page names it, and
+ * on stdio every line gets one when it is refused (mcp-transport.ts): -32700, -32600,
+ * -32601, or -32602 for params of the wrong shape or nested deeper than LIMITS.jsonDepth.
  */
-import { randomUUID } from 'node:crypto';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import { CallToolRequestSchema, InitializeRequestSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
-import { type TaskManager, assertBindableName, isEngineError } from '../engine/index.js';
-import type { RequestSchemas } from './mcp-message.js';
+import { CallToolRequestSchema, ErrorCode, InitializeRequestSchema, ListToolsRequestSchema, PingRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { type TaskManager, assertBindableName } from '../engine/index.js';
+import { type McpGate, callTool } from './mcp-call.js';
+import { type RequestSchemas, oneLine } from './mcp-message.js';
+import { listedSchema, strictProblem } from './mcp-tools.js';
 import { createStdioTransport } from './mcp-transport.js';
 import type { Tool } from './registry.js';
 
@@ -30,49 +34,55 @@ export const SERVED_REQUESTS: RequestSchemas = {
 export interface McpServerOptions {
   agent: string;
   manager: TaskManager;
+  /** The tools served (mcpTools: the task tools and the modules' tools that may be served). */
   tools: Tool[];
+  /**
+   * List the tools' arguments in the form OpenAI's strict mode accepts (strict-schema.ts);
+   * calls accept both forms either way. Throws when a tool's arguments cannot be put so.
+   * @defaultValue false
+   */
+  strict?: boolean;
+  /** Judges each call after its arguments parsed (the CLI's: task_enforcer). @defaultValue every call passes */
+  gate?: McpGate;
   /** @defaultValue the package version */
   version?: string;
   /** Where internal errors are reported. @defaultValue standard error */
   log?: (line: string) => void;
 }
 
+/**
+ * An error the SDK answers as a JSON-RPC error with this code and exactly this message (its
+ * McpError would prefix the message with "MCP error CODE: ").
+ */
+class ProtocolError extends Error {
+  constructor(readonly code: number, message: string) {
+    super(message);
+  }
+}
+
 export function createMcpServer(opts: McpServerOptions): Server {
   assertBindableName(opts.agent, '--agent');
+  const strict = opts.strict === true;
+  if (strict) {
+    const problem = strictProblem(opts.tools);
+    if (problem !== null) throw new Error(problem);
+  }
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const byName = new Map(opts.tools.map((t) => [t.name, t]));
+  const listed = opts.tools.map((t) => ({
+    name: t.name,
+    description: t.description,
+    inputSchema: { type: 'object' as const, ...listedSchema(t, strict) },
+    annotations: { readOnlyHint: t.kind === 'read', destructiveHint: t.kind === 'write', idempotentHint: t.idempotent },
+  }));
   const server = new Server({ name: 'taskloop', version: opts.version ?? '0.1.0' }, { capabilities: { tools: {} } });
   server.onerror = (err) => log(`taskloop mcp: ${err.message.split('\n')[0]}`);
 
-  server.setRequestHandler(ListToolsRequestSchema, async () => ({
-    tools: opts.tools.map((t) => ({
-      name: t.name,
-      description: t.description,
-      inputSchema: { type: 'object' as const, ...t.parameters },
-      annotations: { readOnlyHint: t.kind === 'read', destructiveHint: t.kind === 'write', idempotentHint: t.idempotent },
-    })),
-  }));
-
+  server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: listed }));
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const tool = byName.get(request.params.name);
-    const fail = (code: string, message: string) => ({ isError: true, content: [{ type: 'text' as const, text: JSON.stringify({ error: { code, message } }) }] });
-    if (tool === undefined) return fail('VALIDATION_FAILED', `unknown tool ${request.params.name}`);
-    try {
-      const args = tool.parse(request.params.arguments ?? {});
-      const result = await tool.execute(args, {
-        signal: extra.signal,
-        taskId: 0,
-        runId: 0,
-        agent: opts.agent,
-        idempotencyKey: randomUUID(),
-        services: { manager: opts.manager },
-      });
-      return { content: [{ type: 'text' as const, text: JSON.stringify(result) }], structuredContent: result as Record<string, unknown> };
-    } catch (err) {
-      if (isEngineError(err)) return fail(err.code, err.message.split('\n')[0]!);
-      log(`taskloop mcp: ${tool.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
-      return fail('TOOL_FAILED', `${tool.name} failed inside the server; its operator can read why in the server's log`);
-    }
+    if (tool === undefined) throw new ProtocolError(ErrorCode.InvalidParams, `Unknown tool: ${oneLine(request.params.name).slice(0, 100)}`);
+    return callTool(tool, request.params.arguments, { agent: opts.agent, manager: opts.manager, gate: opts.gate, log }, extra.signal);
   });
   return server;
 }

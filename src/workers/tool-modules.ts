@@ -10,12 +10,17 @@ function isTool(value: unknown): value is Tool {
   return typeof t === 'object' && t !== null && typeof t.name === 'string' && typeof t.execute === 'function' && typeof t.parse === 'function';
 }
 
-/** Imports each module (a path, or a package specifier) and registers its exported `tools`. */
+/** Imports each module (a path, or a package specifier) and registers its exported `tools` beside the built-in ones. */
 export async function loadTools(modules: string[]): Promise<ToolRegistry> {
-  const registry = createToolRegistry(builtInTools());
+  return createToolRegistry([...builtInTools(), ...(await loadToolModules(modules))]);
+}
+
+/** The tools the modules export, in order, without the built-in ones. Throws a one-line Error for a module that fails. */
+export async function loadToolModules(modules: string[]): Promise<Tool[]> {
+  const loaded: Tool[] = [];
   for (const spec of modules) {
     // A file that exists is a path (relative to the working directory); anything else a package.
-  const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;
+    const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;
     let mod: { tools?: unknown };
     try {
       mod = (await import(url)) as { tools?: unknown };
@@ -23,7 +28,7 @@ export async function loadTools(modules: string[]): Promise<ToolRegistry> {
       throw new Error(`tool module ${spec} failed to load: ${err instanceof Error ? err.message : String(err)}`);
     }
     if (!Array.isArray(mod.tools) || !mod.tools.every(isTool)) throw new Error(`tool module ${spec} must export \`tools\`, an array of defineTool(...) results`);
-    registry.register(...mod.tools);
+    loaded.push(...mod.tools);
   }
-  return registry;
+  return loaded;
 }

@@ -15,7 +15,7 @@ export const HTTP_ERROR_CODES = {
   PAYLOAD_TOO_LARGE: 'The request body is over the limit (1 MiB).',
   RUN_ACTIVE: 'The task’s run is active and already owned by a stream (or held by another process).',
   UNAVAILABLE: 'The server is shutting down and takes no new streams.',
-  TOO_MANY_STREAMS: 'This identity already holds as many event streams as one may (32); close one first.',
+  TOO_MANY_STREAMS: 'This identity already holds as many event streams and MCP sessions as one may (32); close one first.',
   INTERNAL: 'The server failed; the message says where. Nothing about its internals is exposed.',
 } as const;
 

@@ -18,7 +18,9 @@ import { HttpError, errorReply } from './errors.js';
 import { eventsHandler } from './event-stream.js';
 import { createLoopHost } from './loop-host.js';
 import { ANONYMOUS, type Reply, type Route, createRouter } from './router.js';
+import { type McpEndpointOptions, createMcpEndpoint } from './mcp-endpoint.js';
 import { createSessions, sessionRoutes } from './session.js';
+import { createActorSlots } from './slots.js';
 import { createSignInCodes } from './signin-codes.js';
 import { type RunOwner, createRunOwner } from './run-owner.js';
 import { runRoutes } from './run-routes.js';
@@ -26,8 +28,7 @@ import { type SseOptions, type SseStream, openSse } from './sse.js';
 import { taskRoutes } from './task-routes.js';
 import { taskEventsHandler } from './task-stream.js';
 
-/** Event streams one identity may hold open at once (429 TOO_MANY_STREAMS past it). */
-export const MAX_STREAMS_PER_ACTOR = 32;
+export { MAX_STREAMS_PER_ACTOR } from './slots.js';
 
 export interface HttpServerOptions {
   tm: TaskManager;
@@ -55,10 +56,15 @@ export interface HttpServerOptions {
   /** Plugins of owned runs. @defaultValue [task_enforcer] */
   plugins?: PluginSpec[];
   breaker?: Partial<BreakerPolicy>;
+  /**
+   * MCP over Streamable HTTP at POST/DELETE /mcp (mcp-endpoint.ts), for agent tokens; false
+   * turns it off. @defaultValue the task tools, every call passing
+   */
+  mcp?: McpEndpointOptions | false;
   /** More routes (e.g. GET /metrics), behind the same authentication. */
   extraRoutes?: Route[];
   sse?: SseOptions;
-  /** Clock of browser sessions and sign-in codes, in epoch ms; tests pass their own. @defaultValue Date.now */
+  /** Clock of browser sessions, sign-in codes and MCP sessions, in epoch ms; tests pass their own. @defaultValue Date.now */
   now?: () => number;
   /** One line per notable thing. @defaultValue no logging */
   log?: (line: string) => void;
@@ -103,29 +109,19 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   const owner = createRunOwner({ tm, runs, host: loopHost, agent, capabilities, leaseMs: opts.leaseMs, log });
 
   const streams = new Set<SseStream>();
-  // Each stream re-reads the log on every commit, in this process: one identity may hold at
-  // most MAX_STREAMS_PER_ACTOR, so a token cannot slow everyone else's writes to a crawl.
-  const perActor = new Map<string, number>();
-  const keyOf = (actor: Actor) => `${actor.role}:${actor.id}`;
-  const streamsOf = (actor: Actor) => perActor.get(keyOf(actor)) ?? 0;
-  const admit = (actor: Actor): void => {
-    if (streamsOf(actor) >= MAX_STREAMS_PER_ACTOR) {
-      throw new HttpError(429, 'TOO_MANY_STREAMS', `${actor.role} ${actor.id} already holds ${MAX_STREAMS_PER_ACTOR} event streams; close one first`);
-    }
-  };
+  const slots = createActorSlots();
+  const admit = slots.admit;
   const open = (req: IncomingMessage, res: ServerResponse, actor: Actor): SseStream => {
-    admit(actor);
+    const release = slots.take(actor);
     const stream = openSse(req, res, opts.sse);
     streams.add(stream);
-    perActor.set(keyOf(actor), streamsOf(actor) + 1);
     stream.signal.addEventListener('abort', () => {
       streams.delete(stream);
-      const left = streamsOf(actor) - 1;
-      if (left > 0) perActor.set(keyOf(actor), left);
-      else perActor.delete(keyOf(actor));
+      release();
     });
     return stream;
   };
+  const mcp = opts.mcp === false ? undefined : createMcpEndpoint({ tm, slots, log, ...(opts.now === undefined ? {} : { now: opts.now }), ...(opts.mcp ?? {}) });
 
   const router = createRouter([
     { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: (await tm.stats()).lastEventId, owned_runs: owner.active() } }) },
@@ -134,6 +130,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
     ...runRoutes(runs, tm),
     { method: 'GET', path: '/api/events', handler: eventsHandler(tm, open) },
     ...sessionRoutes(auth, sessions, codes),
+    ...(mcp?.routes ?? []),
     ...(opts.extraRoutes ?? []),
   ]);
 
@@ -192,6 +189,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
         // Owned runs are given back first (their streams end with them), so no stream
         // ending below looks like a client leaving, which would stop its run.
         await owner.close(graceMs);
+        await mcp?.close();
         for (const s of [...streams]) s.end();
         server.closeAllConnections();
         await closed;

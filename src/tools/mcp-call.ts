@@ -1,0 +1,84 @@
+/**
+ * One `tools/call` over MCP, as a run would hold it: arguments parsed by the tool's schema,
+ * the tool's own admission against a card that grants nothing (mcp-tools.ts), the server's
+ * gate, then the call within the tool's timeout (a tool that ignores its signal still loses
+ * the race) and output cap. Every refusal is a tool result (`isError: true`) carrying
+ * `{"error": {"code", "message"}}`: an engine code, FORBIDDEN for an admission or gate
+ * refusal, TOOL_FAILED for a timeout, an oversized result or an internal error (whose own
+ * text goes to the log, never to the model).
+ */
+import { randomUUID } from 'node:crypto';
+import { type TaskManager, depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
+import { mcpCard } from './mcp-tools.js';
+import type { Tool } from './registry.js';
+
+/** A call the server's gate judges, after its arguments parsed. */
+export interface McpCall {
+  tool: Tool;
+  args: Record<string, unknown>;
+  /** The agent the server acts as. */
+  agent: string;
+  signal: AbortSignal;
+}
+
+/** The server's gate: passes (possibly rewritten arguments, parsed again) or refuses with a reason. */
+export type McpGate = (call: McpCall) => Promise<{ ok: true; args: Record<string, unknown> } | { ok: false; reason: string }>;
+
+export interface CallResult {
+  [key: string]: unknown;
+  content: Array<{ type: 'text'; text: string }>;
+  structuredContent?: Record<string, unknown>;
+  isError?: boolean;
+}
+
+export interface CallOptions {
+  agent: string;
+  manager: TaskManager;
+  gate?: McpGate;
+  log: (line: string) => void;
+}
+
+const failure = (code: string, message: string): CallResult => ({
+  isError: true,
+  content: [{ type: 'text', text: JSON.stringify({ error: { code, message } }) }],
+});
+
+/** Runs one call of `tool` with the raw `arguments` a client sent; never throws. */
+export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clientSignal: AbortSignal): Promise<CallResult> {
+  const timeout = AbortSignal.timeout(tool.timeoutMs);
+  const signal = AbortSignal.any([clientSignal, timeout]);
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
+  try {
+    let args = tool.parse(raw ?? {});
+    const refused = tool.admit(args, mcpCard(tool.name));
+    if (refused !== null) return failure('FORBIDDEN', `${tool.name}: ${refused}`);
+    if (opts.gate !== undefined) {
+      const verdict = await Promise.race([opts.gate({ tool, args, agent: opts.agent, signal }), aborted]);
+      if (!verdict.ok) return failure('FORBIDDEN', `${tool.name}: ${verdict.reason}`);
+      args = tool.parse(verdict.args);
+    }
+    const result = await Promise.race([
+      tool.execute(args, { signal, taskId: 0, runId: 0, agent: opts.agent, idempotencyKey: randomUUID(), services: { manager: opts.manager } }),
+      aborted,
+    ]);
+    if (nestsDeeper(result)) return failure('TOOL_FAILED', `${tool.name}: its output ${depthMessage()}`);
+    const text = JSON.stringify(result ?? null);
+    const size = Buffer.byteLength(text, 'utf8');
+    if (size > tool.maxOutputBytes) return failure('TOOL_FAILED', `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`);
+    const structured = typeof result === 'object' && result !== null && !Array.isArray(result) ? { structuredContent: result as Record<string, unknown> } : {};
+    return { content: [{ type: 'text', text }], ...structured };
+  } catch (err) {
+    if (timeout.aborted && !clientSignal.aborted) return failure('TOOL_FAILED', `${tool.name}: timed out after ${tool.timeoutMs} ms`);
+    if (isEngineError(err)) return failure(err.code, err.message.split('\n')[0]!);
+    opts.log(`taskloop mcp: ${tool.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    return failure('TOOL_FAILED', `${tool.name} failed inside the server; its operator can read why in the server's log`);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  }
+}
