@@ -117,6 +117,8 @@ export interface RunStore {
   releaseRun(fence: Fence, runId: number, reason: string): Promise<void>;
 
   getControl(taskId: number): Promise<ControlState>;
+  /** Every task whose control is not `running`: one read for all the runs a thread holds. */
+  listControls(): Promise<Map<number, ControlState>>;
   /** Stop, pause or resume from any process; returns the task ids affected. */
   setControl(request: ControlRequest): Promise<number[]>;
 

@@ -8,6 +8,7 @@
 import {
   type BreakerPolicy,
   type ClaimedTask,
+  type ControlState,
   type EngineError,
   type OpenRunResult,
   type RunStore,
@@ -55,6 +56,7 @@ export function createRunner(opts: RunnerOptions): Runner {
   const plugins = opts.plugins ?? [{ module: 'task_enforcer' }];
   const breakerPolicy: BreakerPolicy = { ...DEFAULT_BREAKER, ...opts.breaker };
   const services: ToolServices = { ...opts.services, manager: tm };
+  const controls = sharedControls(runs, tm);
 
   const start: Runner['start'] = async (claim, o) => {
     const hooks = await loadPlugins(plugins);
@@ -63,12 +65,12 @@ export function createRunner(opts: RunnerOptions): Runner {
       task: claim,
       fence: { taskId: claim.id, claimToken: claim.claimToken, agent: claim.assignee! },
       opened: o.opened,
-      runs,
+      runs: controls.runs,
       tools,
       planner,
       services,
       breakerPolicy,
-      watch: (fn) => tm.store.watch(fn),
+      watch: controls.watch,
       now: Date.now,
       draining: o.draining,
       hooks,
@@ -88,6 +90,49 @@ export function createRunner(opts: RunnerOptions): Runner {
       // An invalid card is left to the run, which ends rejected listing every problem.
       const checked = checkCardWithTools(card, tools);
       return checked.ok ? visionRefusal(checked.card, tools) : null;
+    },
+  };
+}
+
+/**
+ * One store subscription and one read of the controls per change for every run of this
+ * host, instead of each run reading its own control at every commit anywhere: with many
+ * runs on a thread that was runs × commits reads. A run reads its control from the snapshot
+ * taken after the latest change (a stop still reaches it within a step: each change
+ * notifies every run, which aborts its call in flight on `stopped`).
+ */
+function sharedControls(runs: RunStore, tm: TaskManager): { runs: RunStore; watch(fn: () => void): () => void } {
+  const listeners = new Set<() => void>();
+  let snapshot: Promise<Map<number, ControlState>> | undefined;
+  let unwatch: (() => void) | undefined;
+  const changed = () => {
+    snapshot = undefined;
+    for (const fn of [...listeners]) fn();
+  };
+  return {
+    runs: {
+      ...runs,
+      getControl: async (taskId) => {
+        // Without subscribers no change would clear the snapshot: read afresh.
+        if (unwatch === undefined) return runs.getControl(taskId);
+        const current = (snapshot ??= runs.listControls());
+        current.catch(() => {
+          if (snapshot === current) snapshot = undefined;
+        });
+        return (await current).get(taskId) ?? 'running';
+      },
+    },
+    watch(fn) {
+      listeners.add(fn);
+      unwatch ??= tm.store.watch(changed);
+      return () => {
+        listeners.delete(fn);
+        if (listeners.size === 0) {
+          unwatch?.();
+          unwatch = undefined;
+          snapshot = undefined;
+        }
+      };
     },
   };
 }

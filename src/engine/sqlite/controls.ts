@@ -12,6 +12,8 @@ import type { EventWriter, TaskRow } from './rows.js';
 
 export interface Controls {
   get(taskId: number): ControlState;
+  /** Every task's control that is not `running` (a task without a row runs). */
+  list(): Map<number, ControlState>;
   set(request: ControlRequest, now: number, events: TaskEvent[]): number[];
 }
 
@@ -30,8 +32,11 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
      ORDER BY id`,
   );
 
+  const all = db.prepare<[], { task_id: number; state: ControlState }>("SELECT task_id, state FROM controls WHERE state <> 'running'");
+
   return {
     get: (taskId) => get.get(taskId)?.state ?? 'running',
+    list: () => new Map(all.all().map((r) => [r.task_id, r.state])),
     set(request, now, events) {
       const { actor, state } = request;
       const reason = request.reason ?? (state === 'stopped' ? 'user_stop' : state === 'paused' ? 'user_pause' : 'user_resume');

@@ -54,6 +54,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     resumeRun: (input) => value(write('resume run', (ev, now) => runs.resumeRun(input, now, ev))),
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => read('read control', () => controls.get(taskId)),
+    listControls: async () => read('list controls', () => controls.list()),
     setControl: (request) =>
       value(write('control', (ev, now) => {
         const affected = controls.set(request, now, ev);

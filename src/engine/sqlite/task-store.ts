@@ -25,7 +25,7 @@ import { createEventWriter } from './rows.js';
 import { type SpaceKeeper, createSpaceKeeper } from './space.js';
 import { prepareSweep, prepareTransition } from './transition.js';
 import { createChangeWatcher } from './watch.js';
-import { SHARED_FAULT, raiseSharedFault, sharedFault, withWriteLock } from './write-lock.js';
+import { SHARED_FAULT, raiseSharedFault, releaseWriteLock, sharedFault, tryWriteLock, whenUnlocked, withWriteLock } from './write-lock.js';
 
 export interface SqliteStoreOptions {
   /** Database file. */
@@ -152,32 +152,48 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     return guard!.fault!;
   };
 
-  function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs = 0): WriteOutcome<T> {
+  /** What must hold before a write (the files are ours, there is space); outside the write lock. */
+  function precheck(what: string): void {
     if (guard !== undefined) {
       // Another thread stopped: look at the files for this store's own account first.
       if (sharedFault(lock) !== 0 && guard.fault === undefined && guard.check(true) === undefined) sharedStop(what);
       guard.beforeWrite();
     }
     space?.beforeWrite();
+  }
+
+  /** The transaction, with the process's write lock held (or no lock to hold). */
+  function locked<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): WriteOutcome<T> {
+    if (guard !== undefined && sharedFault(lock) !== 0) throw guard.fault ?? sharedStop(what);
     const events: TaskEvent[] = [];
-    const value = withWriteLock(lock, () => {
-      if (guard !== undefined && sharedFault(lock) !== 0) throw guard.fault ?? sharedStop(what);
-      // Busy (another process writes): BEGIN IMMEDIATE failed at once and wrote nothing; try
-      // again in a moment. `now` is taken per try, so a retried write records when it ran.
-      return spinOnBusy(() => {
-        events.length = 0;
-        return tx.immediate(fn, events, now()) as T;
-      }, spinMs);
-    });
+    // Busy (another process writes): BEGIN IMMEDIATE failed at once and wrote nothing; try
+    // again in a moment. `now` is taken per try, so a retried write records when it ran.
+    const value = spinOnBusy(() => {
+      events.length = 0;
+      return tx.immediate(fn, events, now()) as T;
+    }, spinMs);
     committed();
     return { value, events };
+  }
+
+  function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): WriteOutcome<T> {
+    precheck(what);
+    return withWriteLock(lock, () => locked(what, fn, spinMs));
   }
 
   function write<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>> {
     if (readonly) return Promise.reject(storeFault('STORE_READONLY', path, what, 'this store opened the file read-only'));
     let outcome: WriteOutcome<T>;
     try {
-      outcome = attempt(what, fn, WRITE_SPIN_MS);
+      precheck(what);
+      // Another thread of this process is writing: wait for it without blocking this thread,
+      // whose other runs go on meanwhile (a daemon thread holds many), then try again.
+      if (lock !== undefined && !tryWriteLock(lock)) return whenUnlocked(lock).then(() => write(what, fn));
+      try {
+        outcome = locked(what, fn, WRITE_SPIN_MS);
+      } finally {
+        if (lock !== undefined) releaseWriteLock(lock);
+      }
     } catch (err) {
       // Lock contention: retry with backoff (asynchronously). Anything else is the caller's.
       if (!isBusyError(err)) return Promise.reject(fail(err, what));

@@ -36,6 +36,9 @@ export interface WatchOptions {
   onRecovered?: () => void;
 }
 
+/** How long the file watch outlives its last subscriber. */
+const LINGER_MS = 1000;
+
 export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {}): ChangeWatcher {
   const fallbackMs = opts.fallbackMs ?? 50;
   const listeners = new Set<() => void>();
@@ -43,6 +46,7 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
   let version = 0;
   let fsWatcher: FSWatcher | undefined;
   let timer: NodeJS.Timeout | undefined;
+  let linger: NodeJS.Timeout | undefined;
   let scheduled = false;
   let failing = false;
   let pollMs = fallbackMs;
@@ -143,10 +147,19 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
   return {
     subscribe(listener) {
       listeners.add(listener);
-      if (listeners.size === 1 && path !== ':memory:') start();
+      if (linger !== undefined) {
+        clearTimeout(linger);
+        linger = undefined;
+      } else if (listeners.size === 1 && path !== ':memory:') start();
       return () => {
-        listeners.delete(listener);
-        if (listeners.size === 0) stop();
+        if (!listeners.delete(listener) || listeners.size > 0 || path === ':memory:') return;
+        // Kept a moment before it stops: runs subscribe and unsubscribe one after another,
+        // and starting a file watch costs milliseconds (it was most of a short run's time).
+        linger = setTimeout(() => {
+          linger = undefined;
+          if (listeners.size === 0) stop();
+        }, LINGER_MS);
+        linger.unref();
       };
     },
     notifyLocal() {
@@ -154,6 +167,8 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
     },
     close() {
       listeners.clear();
+      clearTimeout(linger);
+      linger = undefined;
       stop();
     },
   };

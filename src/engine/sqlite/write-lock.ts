@@ -30,10 +30,38 @@ export function sharedFault(lock: Int32Array | undefined): number {
 /** A holder that never lets go (a thread terminated mid-write) is presumed dead after this. */
 const STEAL_AFTER_MS = 5000;
 
+/** Takes the lock if it is free; never waits. */
+export function tryWriteLock(lock: Int32Array): boolean {
+  return Atomics.compareExchange(lock, 0, 0, 1) === 0;
+}
+
+export function releaseWriteLock(lock: Int32Array): void {
+  Atomics.store(lock, 0, 0);
+  // Everyone waiting looks again: a blocked waiter and the async ones (whenUnlocked).
+  Atomics.notify(lock, 0);
+}
+
+/**
+ * Resolves once the lock is free (or its holder is presumed dead and the lock taken from it),
+ * without blocking the thread: a daemon thread's other runs go on meanwhile.
+ */
+export async function whenUnlocked(lock: Int32Array): Promise<void> {
+  const started = Date.now();
+  while (Atomics.load(lock, 0) !== 0) {
+    const waited = Atomics.waitAsync(lock, 0, 1, 5);
+    if (waited.async) await waited.value;
+    if (Date.now() - started > STEAL_AFTER_MS) {
+      Atomics.store(lock, 0, 0);
+      return;
+    }
+  }
+}
+
+/** Runs `fn` holding the lock, waiting for it (blocking the thread) when another thread holds it. */
 export function withWriteLock<T>(lock: Int32Array | undefined, fn: () => T): T {
   if (lock === undefined) return fn();
   const started = Date.now();
-  while (Atomics.compareExchange(lock, 0, 0, 1) !== 0) {
+  while (!tryWriteLock(lock)) {
     Atomics.wait(lock, 0, 1, 5);
     if (Date.now() - started > STEAL_AFTER_MS) {
       Atomics.store(lock, 0, 1);
@@ -43,7 +71,6 @@ export function withWriteLock<T>(lock: Int32Array | undefined, fn: () => T): T {
   try {
     return fn();
   } finally {
-    Atomics.store(lock, 0, 0);
-    Atomics.notify(lock, 0, 1);
+    releaseWriteLock(lock);
   }
 }

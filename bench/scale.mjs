@@ -1,0 +1,130 @@
+/**
+ * The daemon-at-scale benchmark (issue 12), in one run on one machine. `npm run bench:scale`.
+ *
+ * 1. In flight: BENCH_INFLIGHT (1000) tasks, each waiting BENCH_INFLIGHT_MS (5000) in the
+ *    built-in `wait`, in one daemon with 2 threads and --concurrency BENCH_INFLIGHT: wall time
+ *    from the daemon's start line to all completed, and the daemon's peak RSS (VmHWM).
+ * 2. Drain of BENCH_DRAIN (4000) one-tool tasks (echo, then done): the library drain
+ *    (claimTask + transitionTask in this process, no loop), one daemon (2 threads, default
+ *    concurrency), two daemon processes; ratios in the same run. Rate = tasks / (last
+ *    task.completed − first task.claimed), from the events.
+ * Fresh files per scenario in a temp folder (removed at the end).
+ */
+import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
+import { availableParallelism, loadavg } from 'node:os';
+import { createSqliteStore, createTaskManager } from '../dist/engine/index.js';
+import { killAll, startDaemonProcess, troubleLines, waitFor } from './lib/loop-daemon.mjs';
+import { createScratch, fmtInt, fmtNum, log, table } from './lib/util.mjs';
+
+const env = (name, fallback) => Number(process.env[name] ?? fallback);
+const INFLIGHT = env('BENCH_INFLIGHT', 1000);
+const INFLIGHT_MS = env('BENCH_INFLIGHT_MS', 5000);
+const DRAIN = env('BENCH_DRAIN', 4000);
+const OPERATOR = { id: 'operator', role: 'operator' };
+const ACCEPT = { checks: [{ id: 'tools_ok', tools_subset: true }] };
+
+const scratch = createScratch();
+const counts = (db) => Object.fromEntries(db.prepare('SELECT state, count(*) AS n FROM tasks GROUP BY state').all().map((r) => [r.state, r.n]));
+const peakRssMb = (pid) => {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m === null ? NaN : Number(m[1]) / 1024;
+};
+
+async function createMany(path, n, card) {
+  const tm = createTaskManager({ store: createSqliteStore({ path }) });
+  for (let i = 0; i < n; i += 1000) {
+    await tm.createTasks(Array.from({ length: Math.min(1000, n - i) }, (_, j) => ({ title: `t${i + j}`, card })), OPERATOR);
+  }
+  await tm.close();
+}
+
+function rateFromEvents(path, n) {
+  const db = new Database(path, { readonly: true });
+  try {
+    const first = db.prepare("SELECT min(created_at) AS t FROM task_events WHERE type = 'task.claimed'").get().t;
+    const last = db.prepare("SELECT max(created_at) AS t FROM task_events WHERE data LIKE '%\"to\":\"completed\"%'").get().t;
+    const byAssignee = db.prepare("SELECT assignee, count(*) AS n FROM tasks GROUP BY assignee").all().map((r) => r.n);
+    const events = db.prepare('SELECT count(*) AS n FROM task_events').get().n / n;
+    return { seconds: (last - first) / 1000, perSec: n / ((last - first) / 1000), byAssignee, eventsPerTask: events };
+  } finally {
+    db.close();
+  }
+}
+
+async function inFlight() {
+  const path = scratch.file('inflight');
+  const card = { goal: 'in flight', planner: 'scripted', allowed_tools: ['wait'], budget: { max_steps: 5 }, acceptance: ACCEPT, script: [{ action: 'tool', tool: 'wait', args: { ms: INFLIGHT_MS } }, { action: 'done' }] };
+  await createMany(path, INFLIGHT, card);
+  const db = new Database(path, { readonly: true });
+  const d = await startDaemonProcess(path, 2, ['--concurrency', String(INFLIGHT)]);
+  try {
+    await waitFor(() => (counts(db).completed ?? 0) >= INFLIGHT || undefined, 120_000, 'all in-flight tasks', 20);
+    const wall = (Date.now() - d.startedAt) / 1000;
+    const rss = peakRssMb(d.child.pid);
+    await d.terminate();
+    return { wall, rss, states: counts(db), trouble: troubleLines(d.lines) };
+  } finally {
+    db.close();
+  }
+}
+
+async function libraryDrain() {
+  const path = scratch.file('drain-lib');
+  await createMany(path, DRAIN, {});
+  const tm = createTaskManager({ store: createSqliteStore({ path }) });
+  const actor = { id: 'lib', role: 'agent' };
+  for (;;) {
+    const c = await tm.claimTask({ agent: 'lib', start: true });
+    if (c === null) break;
+    await tm.transitionTask({ taskId: c.id, to: 'review', actor, claimToken: c.claimToken, then: [{ to: 'completed', actor: { id: 'acceptance', role: 'system' } }] });
+  }
+  await tm.close();
+  return rateFromEvents(path, DRAIN);
+}
+
+async function daemonDrain(daemons) {
+  const path = scratch.file(`drain-d${daemons}`);
+  const card = { goal: 'drain', planner: 'scripted', allowed_tools: ['echo'], budget: { max_steps: 5 }, acceptance: ACCEPT, script: [{ action: 'tool', tool: 'echo', args: { text: 'x' } }, { action: 'done' }] };
+  await createMany(path, DRAIN, card);
+  const db = new Database(path, { readonly: true });
+  const ds = [];
+  try {
+    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, 2));
+    await waitFor(() => (counts(db).completed ?? 0) >= DRAIN || undefined, 300_000, 'the drain', 20);
+    for (const d of ds) await d.terminate();
+    return { ...rateFromEvents(path, DRAIN), trouble: ds.flatMap((d) => troubleLines(d.lines)) };
+  } finally {
+    db.close();
+    killAll();
+  }
+}
+
+const load0 = loadavg()[0];
+const r = {};
+try {
+  log('in flight …');
+  r.inflight = await inFlight();
+  log('library drain …');
+  r.lib = await libraryDrain();
+  log('one daemon …');
+  r.d1 = await daemonDrain(1);
+  log('two daemons …');
+  r.d2 = await daemonDrain(2);
+} finally {
+  scratch.remove();
+}
+const out = [];
+out.push(`taskloop scale benchmark — ${availableParallelism()} CPUs, node ${process.version}, load average ${load0.toFixed(2)} → ${loadavg()[0].toFixed(2)}`);
+out.push('');
+out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, one daemon, 2 threads: all done in ${fmtNum(r.inflight.wall, 2)} s, peak RSS ${fmtNum(r.inflight.rss, 0)} MB; states ${JSON.stringify(r.inflight.states)}; trouble lines ${r.inflight.trouble.length}`);
+out.push('');
+const row = (name, x) => [name, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.byAssignee.join(' / ')];
+out.push(table(['2 drain of ' + fmtInt(DRAIN), 'seconds', 'tasks/s', 'events/task', 'tasks per claimer'], [row('library (claim + transition)', r.lib), row('one daemon, 2 threads (echo card)', r.d1), row('two daemons, 2 threads each', r.d2)]));
+out.push('');
+out.push(table(['ratio', 'value', 'target'], [
+  ['one daemon / library', fmtNum(r.d1.perSec / r.lib.perSec, 2), '>= 0.3'],
+  ['two daemons / one daemon', fmtNum(r.d2.perSec / r.d1.perSec, 2), '>= 1.0'],
+]));
+out.push(`trouble lines: ${[...r.d1.trouble, ...r.d2.trouble].length}`);
+console.log(out.join('\n'));
