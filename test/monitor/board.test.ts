@@ -4,46 +4,19 @@
  * and a real daemon over one SQLite file.
  */
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type BrowserContext, type Page, chromium } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { OPERATOR, type SqliteTaskStore } from '../../src/engine/index.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
 import { ticketStore } from '../../src/tools/tickets.js';
-import { ROOT, freshManager, tempDir } from '../helpers.js';
+import { freshManager } from '../helpers.js';
 import { startDaemonProcess } from '../workers/daemon-helpers.js';
 import { card as workerCard, harness, runCard } from '../workers/harness.js';
 import { fakeScreenTool } from '../fixtures/fake-screen.js';
 import { api, card, startServer } from './http-helpers.js';
+import { ARTIFACTS, openBrowser } from './browser.js';
 import { spawnServe } from './serve-process.js';
-
-const CHROMIUM = process.env.TASKLOOP_CHROMIUM ?? '/usr/bin/chromium';
-const ARTIFACTS = join(ROOT, 'test-artifacts');
-
-/** A fresh headless Chromium with its own profile; closed when the test finishes. */
-async function openBrowser(): Promise<{ context: BrowserContext; page: Page; dialogs: string[]; errors: string[] }> {
-  expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (or set TASKLOOP_CHROMIUM)`).toBe(true);
-  const context = await chromium.launchPersistentContext(tempDir(), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1600, height: 900 },
-  });
-  onTestFinished(() => context.close());
-  const page = context.pages()[0] ?? (await context.newPage());
-  const dialogs: string[] = [];
-  const errors: string[] = [];
-  page.on('dialog', (d) => {
-    dialogs.push(`${d.type()}: ${d.message()}`);
-    void d.dismiss();
-  });
-  page.on('pageerror', (err) => errors.push(err.message));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') errors.push(`${msg.text()} (${msg.location().url})`);
-  });
-  return { context, page, dialogs, errors };
-}
 
 describe('the live board', () => {
   it('shows a daemon task waiting for approval, approves it from the panel, and follows it to completed', async () => {

@@ -99,7 +99,9 @@ function closeDetail() {
 function renderDetail(task, runs, view) {
   const box = byId('detail');
   clear(box);
-  const outcome = outcomeOf(task.result);
+  // The detail trusts the run's own phase (the loop wrote it), not the task's result field.
+  const last = runs[runs.length - 1];
+  const outcome = last === undefined ? null : last.phase;
   box.appendChild(h('div', { class: 'detail-title', 'data-detail-task': task.id, text: `#${task.id} ${task.title}` }));
   box.appendChild(h('div', null,
     h('span', { class: 'badge', 'data-state': task.state, 'data-detail-state': task.state, text: task.state }),
