@@ -46,7 +46,7 @@ export async function startHttp(ctx: CliContext, opts: HttpServerOptions): Promi
   }
   // GET /metrics: the monitor's figures in Prometheus text format.
   const monitor = await createMonitor({ tm: opts.tm, runs: opts.runs });
-  const metrics = createMetrics(monitor);
+  const metrics = createMetrics({ tm: opts.tm, runs: opts.runs, monitor });
   const metricsRoute: Route = { method: 'GET', path: '/metrics', handler: async () => ({ text: await metrics.render(), contentType: metrics.contentType }) };
   let server: HttpServer;
   try {

@@ -153,6 +153,8 @@ export interface RunStore {
   /** Expires pending approvals past their deadline (re-queuing their tasks); returns their ids. */
   expireApprovals(): Promise<number[]>;
   listApprovals(state?: ApprovalState, limit?: number): Promise<Approval[]>;
+  /** How many approvals are in `state`: a COUNT, not capped like a page of the list (GET /metrics). */
+  countApprovals(state: ApprovalState): Promise<number>;
   getApproval(id: number): Promise<Approval>;
 
   /** Outcomes and timings since `since` (epoch ms), for the monitor. */

@@ -71,7 +71,7 @@ export async function createMonitor(opts: MonitorOptions): Promise<Monitor> {
         opts.tm.stats(),
         opts.runs.runStats(at - windowMs),
         opts.runs.breakers(),
-        opts.runs.listApprovals('pending', 1000),
+        opts.runs.countApprovals('pending'),
       ]);
       const finished = Object.values(runStats.runsByPhase).reduce((a, b) => a + b, 0);
       const failed = Object.entries(runStats.runsByPhase).filter(([p]) => !SUCCESS.has(p)).reduce((a, [, n]) => a + n, 0);
@@ -85,7 +85,7 @@ export async function createMonitor(opts: MonitorOptions): Promise<Monitor> {
         step_duration_ms: runStats.stepDurations,
         breakers: breakers.map((b) => ({ tool: b.tool, state: b.state, failures: b.failures })),
         stale_reclaims: runStats.staleReclaims,
-        pending_approvals: approvals.length,
+        pending_approvals: approvals,
         events_seen: { ...seen },
       };
     },

@@ -3,68 +3,20 @@
  * playwright-core; no browser is ever downloaded), against a real `taskloop serve` process
  * and a real daemon over one SQLite file.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { type BrowserContext, type Page, chromium } from 'playwright-core';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { OPERATOR, type SqliteTaskStore } from '../../src/engine/index.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
-import { tokenFileFor } from '../../src/monitor/http/token-file.js';
 import { ticketStore } from '../../src/tools/tickets.js';
-import { ROOT, freshManager, tempDir, waitFor } from '../helpers.js';
+import { freshManager } from '../helpers.js';
 import { startDaemonProcess } from '../workers/daemon-helpers.js';
 import { card as workerCard, harness, runCard } from '../workers/harness.js';
 import { fakeScreenTool } from '../fixtures/fake-screen.js';
-import { api, bearer, card, startServer } from './http-helpers.js';
-
-const CHROMIUM = process.env.TASKLOOP_CHROMIUM ?? '/usr/bin/chromium';
-const ARTIFACTS = join(ROOT, 'test-artifacts');
-
-/** A fresh headless Chromium with its own profile; closed when the test finishes. */
-async function openBrowser(): Promise<{ context: BrowserContext; page: Page; dialogs: string[]; errors: string[] }> {
-  expect(existsSync(CHROMIUM), `${CHROMIUM} is missing: apt-get install -y chromium (or set TASKLOOP_CHROMIUM)`).toBe(true);
-  const context = await chromium.launchPersistentContext(tempDir(), {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    viewport: { width: 1600, height: 900 },
-  });
-  onTestFinished(() => context.close());
-  const page = context.pages()[0] ?? (await context.newPage());
-  const dialogs: string[] = [];
-  const errors: string[] = [];
-  page.on('dialog', (d) => {
-    dialogs.push(`${d.type()}: ${d.message()}`);
-    void d.dismiss();
-  });
-  page.on('pageerror', (err) => errors.push(err.message));
-  page.on('console', (msg) => {
-    if (msg.type() === 'error') errors.push(`${msg.text()} (${msg.location().url})`);
-  });
-  return { context, page, dialogs, errors };
-}
-
-/** `taskloop serve --port 0` as a real process; resolves with its address, its one-time sign-in link and its token. */
-async function spawnServe(db: string): Promise<{ child: ChildProcess; url: string; link: string; auth: Record<string, string>; lines: string[] }> {
-  const child = spawn(process.execPath, [join(ROOT, 'bin/taskloop'), '--db', db, 'serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TASKLOOP_TOKEN: '', TASKLOOP_TOKENS: '' } });
-  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
-  onTestFinished(async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      child.kill('SIGTERM');
-      const timer = setTimeout(() => child.kill('SIGKILL'), 5000);
-      await exited;
-      clearTimeout(timer);
-    }
-  });
-  const lines: string[] = [];
-  child.stderr!.on('data', (chunk: Buffer) => lines.push(...chunk.toString().split('\n').filter((l) => l !== '')));
-  child.stdout!.resume();
-  const board = await waitFor(() => lines.find((l) => l.startsWith('board: ')), 20_000, `the board line\n${lines.join('\n')}`);
-  const url = lines.find((l) => l.startsWith('listening on '))!.slice('listening on '.length);
-  return { child, url, link: board.slice('board: '.length).split(' ')[0]!, auth: bearer(readFileSync(tokenFileFor(db), 'utf8').trim()), lines };
-}
+import { api, card, startServer } from './http-helpers.js';
+import { ARTIFACTS, openBrowser } from './browser.js';
+import { spawnServe } from './serve-process.js';
 
 describe('the live board', () => {
   it('shows a daemon task waiting for approval, approves it from the panel, and follows it to completed', async () => {

@@ -52,6 +52,7 @@ export interface Approvals {
   expire(now: number, events: TaskEvent[]): number[];
   revokeUnused(taskIds: number[] | 'all', now: number, events: TaskEvent[]): number;
   list(state: Approval['state'] | undefined, limit: number): Approval[];
+  count(state: Approval['state']): number;
   get(id: number): Approval;
 }
 
@@ -62,6 +63,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
      VALUES (@task_id, @run_id, @step_id, @tool, @args, @fingerprint, 'pending', @now, @expires_at) RETURNING *`,
   );
   const byId = db.prepare<[number], Row>('SELECT * FROM approvals WHERE id = ?');
+  const countByState = db.prepare<[string], { n: number }>('SELECT count(*) AS n FROM approvals WHERE state = ?');
   const byStep = db.prepare<[number], Row>('SELECT * FROM approvals WHERE step_id = ? ORDER BY id DESC LIMIT 1');
   const setState = db.prepare('UPDATE approvals SET state = ?, reason = COALESCE(?, reason), decided_at = ?, decided_by = ?, decided_by_role = ? WHERE id = ?');
   const parkStep = db.prepare("UPDATE steps SET status = 'waiting_approval' WHERE id = ?");
@@ -159,6 +161,7 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
       return rows.length;
     },
     list: (state, limit) => (state === undefined ? listAll.all(limit) : listState.all(state, limit)).map(toApproval),
+    count: (state) => countByState.get(state)!.n,
     get: (id) => toApproval(get(id)),
   };
 }

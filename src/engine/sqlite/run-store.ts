@@ -88,6 +88,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     decideApproval: (input) => value(write('decide approval', (ev, now) => approvals.decide(input, now, ev))),
     expireApprovals: () => value(write('expire approvals', (ev, now) => approvals.expire(now, ev))),
     listApprovals: async (state, limit = 100) => read('list approvals', () => approvals.list(state, limit)),
+    countApprovals: async (state) => read('count approvals', () => approvals.count(state)),
     getApproval: async (id) => read('read approval', () => approvals.get(id)),
     runStats: async (since) => read('run stats', () => runStats(since, store.now())),
     compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),

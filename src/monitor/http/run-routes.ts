@@ -8,7 +8,7 @@ import { type RunStore, type TaskManager, toWireApproval, toWireRun, toWireStep 
 import { HttpError } from './errors.js';
 import { idParam, parseWith, readJson, readableTask, refuseAgents } from './request.js';
 import type { Route } from './router.js';
-import { listApprovalsQuery, queryObject, reasonBody } from './schemas.js';
+import { listApprovalsQuery, queryObject, reasonBody, runDetailQuery } from './schemas.js';
 
 export function runRoutes(runs: RunStore, tm: TaskManager): Route[] {
   const decide = (name: 'approve' | 'reject'): Route => ({
@@ -25,12 +25,13 @@ export function runRoutes(runs: RunStore, tm: TaskManager): Route[] {
     {
       method: 'GET',
       path: '/api/runs/:id',
-      async handler({ params, actor }) {
+      async handler({ params, query, actor }) {
         const id = idParam(params.id, 'run id');
+        const after = parseWith(runDetailQuery, queryObject(query), 'run').steps_after ?? 0;
         const run = await runs.getRun(id);
         await readableTask(tm, actor, run.taskId);
         const screen = run.screen === null ? null : { seq: run.screen.seq, taken_at: new Date(run.screen.takenAt).toISOString(), bytes: run.screen.bytes, url: `/api/runs/${id}/screen` };
-        return { json: { ...toWireRun(run), steps: run.steps.map(toWireStep), screen } };
+        return { json: { ...toWireRun(run), steps: run.steps.filter((s) => s.seq > after).map(toWireStep), screen } };
       },
     },
     {

@@ -41,6 +41,16 @@ export const listTasksQuery = z.strictObject({
   after: intText('a task id', 0, Number.MAX_SAFE_INTEGER).optional(),
 });
 
+/** GET /api/tasks/:id: `events_after` sends only the events past that cursor (a board has the rest from the stream). */
+export const taskDetailQuery = z.strictObject({
+  events_after: intText('an event id', 0, Number.MAX_SAFE_INTEGER).optional(),
+});
+
+/** GET /api/runs/:id: `steps_after` sends only the steps past that seq (a board that has the earlier ones, finished). */
+export const runDetailQuery = z.strictObject({
+  steps_after: intText('a step seq', 0, Number.MAX_SAFE_INTEGER).optional(),
+});
+
 export const APPROVAL_STATES = ['pending', 'approved', 'rejected', 'expired', 'used', 'revoked'] as const;
 
 export const listApprovalsQuery = z.strictObject({

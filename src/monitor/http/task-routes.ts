@@ -13,10 +13,10 @@ import {
   toWireRun,
   toWireTask,
 } from '../../engine/index.js';
-import { idParam, parseWith, readJson } from './request.js';
+import { idParam, parseWith, readJson, readableTask } from './request.js';
 import type { Route } from './router.js';
 import { ATTACHED_QUEUE } from './run-owner.js';
-import { type CreateTaskBody, createTaskBody, listTasksQuery, queryObject, reasonBody } from './schemas.js';
+import { type CreateTaskBody, createTaskBody, listTasksQuery, queryObject, reasonBody, taskDetailQuery } from './schemas.js';
 
 export interface TaskRouteDeps {
   tm: TaskManager;
@@ -93,10 +93,15 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
     {
       method: 'GET',
       path: '/api/tasks/:id',
-      async handler({ params, actor }) {
-        const task = await tm.getTask(idParam(params.id, 'task id'), { as: actor });
+      async handler({ params, query, actor }) {
+        const id = idParam(params.id, 'task id');
+        const q = parseWith(taskDetailQuery, queryObject(query), 'task');
+        // With a cursor, only the events past it are read: a board following /api/events has the rest.
+        const { task, events } = q.events_after === undefined
+          ? await tm.getTask(id, { as: actor }).then((t) => ({ task: t, events: t.events }))
+          : await readableTask(tm, actor, id).then(async (t) => ({ task: t, events: await tm.store.readEvents({ taskId: id, afterId: q.events_after }) }));
         const taskRuns = await runs.runsOf(task.id);
-        return { json: { ...toWireTask(task), events: task.events.map(toWireEvent), runs: taskRuns.map(toWireRun) } };
+        return { json: { ...toWireTask(task), events: events.map(toWireEvent), runs: taskRuns.map(toWireRun) } };
       },
     },
     {
