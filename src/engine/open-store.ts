@@ -41,6 +41,12 @@ export interface TaskloopStore {
   /** Runs, steps, controls, breakers, approvals and the daemon liveness registry. */
   readonly runs: RunStore;
   readonly schedules: ScheduleStore;
+  /** The fault that stopped this store's writes (STORE_CORRUPT, STORE_REPLACED), if one did. */
+  readonly fault: EngineError | undefined;
+  /** Calls `listener` once, when a fault stops this store's writes. Returns the unsubscribe function. */
+  onFault(listener: (fault: EngineError) => void): () => void;
+  /** PRAGMA quick_check, as a daemon runs at start; a damaged file throws STORE_CORRUPT and stops the writes. */
+  quickCheck(): void;
   /** Closes the connection (and its file watch). */
   close(): Promise<void>;
 }
@@ -83,6 +89,11 @@ export async function openStore(opts: OpenStoreOptions): Promise<TaskloopStore> 
     tm,
     runs: createSqliteRunStore(store),
     schedules: createSqliteScheduleStore(store),
+    get fault() {
+      return store.fault;
+    },
+    onFault: (listener) => store.onFault(listener),
+    quickCheck: () => store.quickCheck(),
     close: () => tm.close(),
   };
 }
