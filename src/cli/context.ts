@@ -13,6 +13,8 @@ import {
   type TaskManager,
   createSqliteStore,
   createTaskManager,
+  isDatabaseUrl,
+  redactUrl,
 } from '../engine/index.js';
 
 export interface GlobalOptions {
@@ -61,8 +63,8 @@ export interface CliContext {
 export function dbPathFrom(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
   const given = opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB;
   // A URL is not a file name: taken as one, `postgres://…` would become a folder `postgres:`.
-  if (/^[A-Za-z][A-Za-z0-9+.-]*:\/\//.test(given)) {
-    throw new UsageError(`--db (or TASKLOOP_DB): '${given.replace(/\/\/[^@/]*@/, '//…@')}' is a URL; this taskloop stores tasks in a SQLite file only (give a path)`);
+  if (isDatabaseUrl(given)) {
+    throw new UsageError(`--db (or TASKLOOP_DB): '${redactUrl(given)}' is a URL; this taskloop stores tasks in a SQLite file only (give a path)`);
   }
   return resolve(given);
 }

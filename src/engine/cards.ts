@@ -4,7 +4,7 @@
  * Checks that need the tool registry (is a tool a write tool? which scope key covers it?)
  * live with the loop (src/workers/card-check.ts).
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { parseDuration } from './durations.js';
 
 const toolName = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'a tool name (lowercase letters, digits, _)');
@@ -19,7 +19,21 @@ const duration = z.string().refine((s) => {
   }
 }, 'a duration such as 30s, 10m, 2h');
 
-export const decisionSchema = z.discriminatedUnion('action', [
+/**
+ * One decision of a card's script (the scripted planner's, in order). Written out rather
+ * than inferred: the declaration of an inferred discriminated union names zod's generics,
+ * whose arity differs between zod 3.25's `zod/v4` and zod 4 (a user's tsc would fail).
+ */
+export type CardDecision =
+  | { action: 'tool'; tool: string; args: Record<string, unknown>; reason?: string | undefined }
+  | { action: 'done'; reason?: string | undefined }
+  | { action: 'fail'; reason?: string | undefined }
+  | { action: 'replan'; card: Record<string, unknown>; reason?: string | undefined };
+type CardDecisionInput =
+  | { action: 'tool'; tool: string; args?: Record<string, unknown> | undefined; reason?: string | undefined }
+  | Exclude<CardDecision, { action: 'tool' }>;
+
+export const decisionSchema: z.ZodType<CardDecision, CardDecisionInput> = z.discriminatedUnion('action', [
   z.strictObject({ action: z.literal('tool'), tool: toolName, args: args.default({}), reason: z.string().optional() }),
   z.strictObject({ action: z.literal('done'), reason: z.string().optional() }),
   z.strictObject({ action: z.literal('fail'), reason: z.string().optional() }),
@@ -93,7 +107,6 @@ export const cardSchema = z.strictObject({
 });
 
 export type TaskCard = z.output<typeof cardSchema>;
-export type CardDecision = z.output<typeof decisionSchema>;
 export type AcceptanceCheck = z.output<typeof check>;
 
 /** `card` is set on a refusal too when the card parsed, so further checks can add their problems. */

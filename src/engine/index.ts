@@ -11,18 +11,26 @@ export { LIMITS } from './schemas.js';
 export * from './json-depth.js';
 export type { TaskStore, WriteOutcome, ReadEventsQuery, SweepOptions } from './store.js';
 export { createTaskManager, type TaskManager, type TaskManagerOptions } from './task-manager.js';
+/** @internal The SQLite adapter: its declarations carry better-sqlite3's types (see openStore for the public way in). */
 export { createSqliteStore, type SqliteStoreOptions, type SqliteTaskStore } from './sqlite/task-store.js';
+/** @internal */
 export { DEFAULT_LEASE_MS } from './sqlite/claim.js';
+/** @internal */
 export { DEFAULT_QUEUE, DEFAULT_MAX_ATTEMPTS } from './sqlite/create.js';
+/** @internal */
 export type { Durability } from './sqlite/connection.js';
 export { toWireTask, toWireEvent, toWireRun, toWireApproval, toWireStep, type WireTask, type WireEvent } from './wire.js';
 export * from './runs.js';
 export type * from './run-store.js';
+/** @internal */
 export { createSqliteRunStore } from './sqlite/run-store.js';
 export * from './cards.js';
 export type * from './schedules.js';
+/** @internal */
 export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
+/** @internal */
 export { createWriteLock } from './sqlite/write-lock.js';
 export { spinOnBusy } from './sqlite/busy.js';
 export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';
+export { openStore, isDatabaseUrl, redactUrl, type OpenStoreOptions, type TaskloopStore } from './open-store.js';

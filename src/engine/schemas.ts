@@ -2,7 +2,7 @@
  * zod schemas for what enters the engine through TaskManager, with the size limits.
  * Parsing failures become one-line VALIDATION_FAILED errors naming the field.
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { EngineError } from './errors.js';
 import { MAX_JSON_DEPTH, depthMessage, nestsDeeper } from './json-depth.js';
 import { ACTOR_ROLES, type Actor, type ActorRole, type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';

@@ -1,6 +1,6 @@
 /** Small general-purpose tools: waiting, echoing, doing nothing. Useful for demos and benchmarks. */
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { type Tool, defineTool } from './registry.js';
 
 export const noop = defineTool({

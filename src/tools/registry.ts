@@ -3,7 +3,7 @@
  * schema validates arguments before anything runs and is exported once, at registration,
  * as JSON Schema for OpenAI function calling and MCP.
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { type Actor, EngineError, LIMITS, type TaskCard, depthMessage, nestsDeeper, textNestsDeeper } from '../engine/index.js';
 import { type StrictShape, strictParameters, strictShape } from './strict-schema.js';
 

@@ -4,7 +4,7 @@
  * server); no argument names it, so a model cannot act as someone else. The engine's
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { type Actor, EngineError, type TaskManager, TASK_STATES, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 

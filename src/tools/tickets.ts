@@ -4,7 +4,7 @@
  * the tickets it lists. `notify_oncall` and `close_ticket` are high risk: each call needs
  * an approval. Requires `services.db` (the database handle of the host's store).
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { type SqliteTaskStore, spinOnBusy } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
@@ -46,7 +46,7 @@ const toTicket = (r: Row): Ticket => ({
 export const TICKET_ID = z.string().regex(/^T-\d{1,6}$/, 'a ticket id such as T-1024');
 const PRIORITY = z.enum(['low', 'normal', 'high', 'urgent']);
 
-/** Ticket reads and writes on one database handle. */
+/** @internal Ticket reads and writes on one database handle (the CLI seeds and shows tickets through it). */
 export function ticketStore(db: Db) {
   const get = db.prepare<[string], Row>('SELECT * FROM tickets WHERE id = ?');
   const list = db.prepare<[number], Row>('SELECT * FROM tickets ORDER BY CAST(substr(id, 3) AS INTEGER) LIMIT ?');

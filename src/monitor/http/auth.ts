@@ -21,7 +21,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { isIP } from 'node:net';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { type Actor, EngineError, OPERATOR, assertBindableName, isSystemName, sameActor } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 import { SESSION_COOKIE, type Sessions, cookieOf } from './session.js';

@@ -4,7 +4,7 @@
  * naming the field), and ids from the path.
  */
 import type { IncomingMessage } from 'node:http';
-import type { z } from 'zod';
+import type { z } from 'zod/v4';
 import { type Actor, EngineError, LIMITS, type Task, type TaskManager, assertTextDepth, mayRead } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 

@@ -3,7 +3,7 @@
  * mirror the engine's limits (LIMITS), so a refusal names the field the client sent; the
  * engine checks everything again behind them.
  */
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { LIMITS, TASK_STATES } from '../../engine/index.js';
 
 const noControl = (s: string) => !/[\u0000-\u001f\u007f]/.test(s);

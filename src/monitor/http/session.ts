@@ -12,7 +12,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import type { Actor } from '../../engine/index.js';
 import type { Authenticator } from './auth.js';
 import type { SignInCodes } from './signin-codes.js';

@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import type { TaskCard } from '../../engine/index.js';
 import { type Tool, defineTool } from '../registry.js';
 import { desktopClient } from './client.js';

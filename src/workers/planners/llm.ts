@@ -7,7 +7,7 @@
  */
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError } from 'openai';
 import type { ChatCompletion, ChatCompletionContentPart, ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
-import { z } from 'zod';
+import { z } from 'zod/v4';
 import { EngineError } from '../../engine/errors.js';
 import { depthMessage, nestsDeeper } from '../../engine/json-depth.js';
 import { type DecideInput, type DecideResult, type Decision, type Planner, PlannerError, type PlannerUsage } from '../planner.js';

@@ -1,0 +1,99 @@
+/**
+ * The public way to open a store: a path (a SQLite file) in, the ports out — TaskManager,
+ * RunStore, ScheduleStore — with nothing of the adapter in the types, so a user's
+ * declarations never depend on better-sqlite3's.
+ *
+ * A database URL (`postgres://…`) is refused VALIDATION_FAILED until the PostgreSQL
+ * adapter exists, before anything is opened or created: taken as a file name, it would
+ * become a folder named `postgres:` (and its password would sit in a path).
+ */
+import { resolve } from 'node:path';
+import { EngineError } from './errors.js';
+import type { RunStore } from './run-store.js';
+import type { ScheduleStore } from './schedules.js';
+import { createSqliteRunStore } from './sqlite/run-store.js';
+import { createSqliteScheduleStore } from './sqlite/schedules.js';
+import { createSqliteStore } from './sqlite/task-store.js';
+import { type TaskManager, createTaskManager } from './task-manager.js';
+
+export interface OpenStoreOptions {
+  /**
+   * The SQLite file (created with its folder unless `readonly`), relative to the working
+   * directory, or `:memory:`. A URL is refused VALIDATION_FAILED (see the module comment).
+   */
+  path: string;
+  /** `full` syncs every commit to disk; `normal` may lose the last commits on power loss. @defaultValue 'normal' */
+  durability?: 'normal' | 'full';
+  /** Open for reading only: the file must exist (STORE_NOT_FOUND), writes are refused STORE_READONLY. @defaultValue false */
+  readonly?: boolean;
+  /** Grace of the stale sweep's second phase (TaskManager.sweep). @defaultValue 1000 */
+  sweepGraceMs?: number;
+  /** One line for each fault the store deals with itself (a full disk, a failing watcher poll). @defaultValue none */
+  log?: (line: string) => void;
+}
+
+/** An open store: the same shape as a Daemon's `{ tm, runs }`, so createWorker takes either. */
+export interface TaskloopStore {
+  /** The absolute path of the file (or `:memory:`). */
+  readonly path: string;
+  /** Tasks: create, claim, move, read, follow the event log. */
+  readonly tm: TaskManager;
+  /** Runs, steps, controls, breakers, approvals and the daemon liveness registry. */
+  readonly runs: RunStore;
+  readonly schedules: ScheduleStore;
+  /** The fault that stopped this store's writes (STORE_CORRUPT, STORE_REPLACED), if one did. */
+  readonly fault: EngineError | undefined;
+  /** Calls `listener` once, when a fault stops this store's writes. Returns the unsubscribe function. */
+  onFault(listener: (fault: EngineError) => void): () => void;
+  /** PRAGMA quick_check, as a daemon runs at start; a damaged file throws STORE_CORRUPT and stops the writes. */
+  quickCheck(): void;
+  /** Closes the connection (and its file watch). */
+  close(): Promise<void>;
+}
+
+const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
+
+/** Whether a database name is a URL (`postgres://…`, `file://…`) rather than a path. */
+export function isDatabaseUrl(name: string): boolean {
+  return URL_LIKE.test(name);
+}
+
+/** The URL with its credentials replaced by `…`, for messages. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/[^@/]*@/, '//…@');
+}
+
+export async function openStore(opts: OpenStoreOptions): Promise<TaskloopStore> {
+  if (typeof opts?.path !== 'string' || opts.path.trim() === '') {
+    throw new EngineError('VALIDATION_FAILED', 'openStore: path must be a non-empty string (a SQLite file, or :memory:)');
+  }
+  if (isDatabaseUrl(opts.path)) {
+    throw new EngineError(
+      'VALIDATION_FAILED',
+      `openStore: '${redactUrl(opts.path)}' is a URL; this taskloop stores tasks in a SQLite file only (give a path); nothing was opened`,
+    );
+  }
+  if (opts.durability !== undefined && opts.durability !== 'normal' && opts.durability !== 'full') {
+    throw new EngineError('VALIDATION_FAILED', `openStore: durability '${String(opts.durability)}' is not normal or full`);
+  }
+  const path = opts.path === ':memory:' ? opts.path : resolve(opts.path);
+  const store = createSqliteStore({
+    path,
+    durability: opts.durability,
+    readonly: opts.readonly === true,
+    ...(opts.log === undefined ? {} : { log: opts.log }),
+  });
+  const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
+  return {
+    path,
+    tm,
+    runs: createSqliteRunStore(store),
+    schedules: createSqliteScheduleStore(store),
+    get fault() {
+      return store.fault;
+    },
+    onFault: (listener) => store.onFault(listener),
+    quickCheck: () => store.quickCheck(),
+    close: () => tm.close(),
+  };
+}
