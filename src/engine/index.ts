@@ -31,6 +31,7 @@ export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
 /** @internal */
 export { createWriteLock } from './sqlite/write-lock.js';
+/** @internal Waiting for SQLite's write lock without its busy handler (the ticket demo's direct writes). */
 export { spinOnBusy } from './sqlite/busy.js';
 export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';
 export { openStore, isDatabaseUrl, redactUrl, type OpenStoreOptions, type TaskloopStore } from './open-store.js';
