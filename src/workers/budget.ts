@@ -2,7 +2,7 @@
  * Layered budgets (seed 004): the limits are fixed on the run when it starts and the
  * usage is carried across pause, approval waits, crashes and resume; neither ever resets.
  */
-import { type Budget, type TaskCard, type Usage, checkCard, parseDuration } from '../engine/index.js';
+import { type Budget, type TaskCard, type Usage, parseDuration } from '../engine/index.js';
 
 export const DEFAULT_MAX_STEPS = 20;
 export const DEFAULT_MAX_FAILURES = 3;
@@ -21,12 +21,30 @@ export function budgetFromCard(card: TaskCard, startedAt: number): Budget {
 }
 
 /**
- * The budget of a new run of a task with this (unchecked) card: the card's own when it is a
- * valid card, else the defaults (such a run is rejected at its start anyway).
+ * The budget of a new run of a task with this (unchecked) card: the card's own limits where
+ * they have the right type, else the defaults. No schema parse: the claimer calls it for
+ * every claim (a card is checked at creation and again by the run, which rejects an invalid
+ * one before any step, whatever budget it got).
  */
 export function budgetOfTask(rawCard: unknown, startedAt: number): Budget {
-  const checked = checkCard(rawCard);
-  return budgetFromCard(checked.ok ? checked.card : ({ budget: {} } as TaskCard), startedAt);
+  const raw = (rawCard as { budget?: unknown } | null)?.budget;
+  const b = (typeof raw === 'object' && raw !== null ? raw : {}) as Record<string, unknown>;
+  const count = (v: unknown): number | undefined => (typeof v === 'number' && Number.isFinite(v) && v >= 0 ? v : undefined);
+  let deadline: string | undefined;
+  if (typeof b.deadline === 'string') {
+    try {
+      parseDuration(b.deadline);
+      deadline = b.deadline;
+    } catch {
+      deadline = undefined;
+    }
+  }
+  return budgetFromCard({
+    budget: {
+      max_steps: count(b.max_steps), max_failures: count(b.max_failures), max_write_calls: count(b.max_write_calls),
+      max_pending: count(b.max_pending), max_tokens: count(b.max_tokens), max_cost: count(b.max_cost), deadline,
+    },
+  } as TaskCard, startedAt);
 }
 
 /** The stop reason of the first exhausted limit, or null while the run may go on. */

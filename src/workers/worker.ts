@@ -20,7 +20,9 @@ function setup(): Promise<Runner> {
     const tools = await loadTools(config.toolModules);
     // Loaded once here so a plugin that fails to load fails the thread's first request, not a run.
     await loadPlugins(config.plugins);
-    const store = createSqliteStore({ path: config.dbPath, durability: config.durability, writeLock: config.writeLock });
+    // The daemon's main thread runs the process's one checkpointer; this thread's commits are
+    // counted for it through the shared lock.
+    const store = createSqliteStore({ path: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline' });
     const channel = new BroadcastChannel(channelName(config.daemonId));
     channel.onmessage = (message) => {
       if ((message as { data: DaemonBroadcast }).data.type === 'drain') draining = true;

@@ -25,6 +25,9 @@ const CHECKPOINTER = `
 const { workerData } = require('node:worker_threads');
 const Database = require(workerData.driver);
 const cell = new Int32Array(workerData.cell);
+// Commits of every store of the process that share its write lock (cell 3), or of the one store.
+const shared = workerData.shared === undefined ? undefined : new Int32Array(workerData.shared);
+const commitCount = () => (shared === undefined ? Atomics.load(cell, 1) : Atomics.load(shared, 3));
 let db;
 try {
   db = new Database(workerData.path, { fileMustExist: true });
@@ -33,7 +36,7 @@ try {
   let seen = -1;
   let wait = workerData.minMs;
   while (Atomics.load(cell, 0) === 0) {
-    const commits = Atomics.load(cell, 1);
+    const commits = commitCount();
     if (commits !== seen) {
       seen = commits;
       wait = workerData.minMs;
@@ -56,7 +59,9 @@ try {
 
 /**
  * Starts the checkpointer of the file at `path` (a WAL database that exists). It checkpoints
- * at most every `minMs` while commits arrive, and backs off to `maxMs` when idle.
+ * at most every `minMs` while commits arrive, and backs off to `maxMs` when idle. With
+ * `shared` (a process's write lock, see write-lock.ts), it counts the commits of every store
+ * of the process: one checkpointer serves all of them.
  */
 export function startCheckpointer(
   path: string,
@@ -64,6 +69,7 @@ export function startCheckpointer(
   backstopFrames: number,
   minMs = 10,
   maxMs = 1000,
+  shared?: Int32Array,
 ): Checkpointer {
   const cell = new Int32Array(new SharedArrayBuffer(8)); // [0] stop flag, [1] commit counter
   const worker = new Worker(CHECKPOINTER, {
@@ -73,6 +79,7 @@ export function startCheckpointer(
       path,
       synchronous: durability === 'full' ? 'FULL' : 'NORMAL',
       cell: cell.buffer,
+      shared: shared?.buffer,
       minMs,
       maxMs,
       hurryFrames: Math.floor(backstopFrames / 2),

@@ -213,7 +213,11 @@ function snapshot(path: string): Db {
 }
 
 /** The `PRAGMA data_version` of this connection: it changes when another connection commits. */
+const versionStatements = new WeakMap<Db, Database.Statement<[], number>>();
 export function dataVersion(db: Db): number {
-  return db.pragma('data_version', { simple: true }) as number;
+  // Prepared once per connection: the watcher asks at every commit anywhere.
+  let statement = versionStatements.get(db);
+  if (statement === undefined) versionStatements.set(db, (statement = db.prepare<[], number>('PRAGMA data_version').pluck()));
+  return statement.get()!;
 }
 

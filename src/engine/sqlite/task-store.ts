@@ -25,7 +25,7 @@ import { createEventWriter } from './rows.js';
 import { type SpaceKeeper, createSpaceKeeper } from './space.js';
 import { prepareSweep, prepareTransition } from './transition.js';
 import { createChangeWatcher } from './watch.js';
-import { SHARED_FAULT, raiseSharedFault, releaseWriteLock, sharedFault, tryWriteLock, whenUnlocked, withWriteLock } from './write-lock.js';
+import { SHARED_FAULT, claimCheckpointer, countCommit, raiseSharedFault, releaseWriteLock, sharedFault, tryWriteLock, whenUnlocked, withWriteLock } from './write-lock.js';
 
 export interface SqliteStoreOptions {
   /** Database file. */
@@ -126,11 +126,18 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   let commits = 0;
   const background = file && !readonly && opts.checkpoints !== 'inline';
   // Runs after a commit: it must not throw, or a committed write would be reported failed.
+  // The threads of a process that share a write lock share one checkpointer too (the first
+  // background store to get there starts it; a daemon's threads count their commits for
+  // its main thread's): three checkpointers of one file took more CPU than the daemon's runs
+  // on a two-core machine.
+  const shared = lock !== undefined && lock.length > 3;
   const committed = (): void => {
-    if (checkpointer !== undefined) checkpointer.noteCommit();
-    else if (background && ++commits === CHECKPOINTER_AFTER) {
+    if (shared) countCommit(lock);
+    if (checkpointer !== undefined) {
+      if (!shared) checkpointer.noteCommit();
+    } else if (background && (shared ? Atomics.load(lock, 3) >= CHECKPOINTER_AFTER : ++commits === CHECKPOINTER_AFTER) && claimCheckpointer(lock)) {
       try {
-        checkpointer = startCheckpointer(resolve(path), opts.durability, db.pragma('wal_autocheckpoint', { simple: true }) as number);
+        checkpointer = startCheckpointer(resolve(path), opts.durability, db.pragma('wal_autocheckpoint', { simple: true }) as number, undefined, undefined, shared ? lock : undefined);
       } catch {
         // No worker thread: SQLite's inline auto-checkpoint stays in charge.
       }

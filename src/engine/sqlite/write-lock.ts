@@ -13,7 +13,22 @@
  * on until its own guard looks at the file.
  */
 export function createWriteLock(): Int32Array {
-  return new Int32Array(new SharedArrayBuffer(8));
+  // [0] the lock, [1] the fault flag, [2] a store of the process runs the checkpointer,
+  // [3] commits by the stores of the process (for that one checkpointer).
+  return new Int32Array(new SharedArrayBuffer(16));
+}
+
+/** Counts a commit for the process's one checkpointer (see checkpointer.ts). */
+export function countCommit(lock: Int32Array | undefined): void {
+  if (lock !== undefined && lock.length > 3) Atomics.add(lock, 3, 1);
+}
+
+/**
+ * Whether this store may start the process's checkpointer: true for the first store that
+ * asks (or for a store without a shared lock); the others' commits are counted for it.
+ */
+export function claimCheckpointer(lock: Int32Array | undefined): boolean {
+  return lock === undefined || lock.length <= 3 || Atomics.compareExchange(lock, 2, 0, 1) === 0;
 }
 
 /** Fault flag values: no fault, the file was replaced, the file is corrupt. */
