@@ -171,7 +171,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   /** Finishes a step begun earlier: its outcome, the run's usage, its screen, one event. */
-  function finished(f: Fence, input: FinishStepInput, now: number, events: TaskEvent[]): Step {
+  function finished(f: Fence, input: FinishStepInput, now: number, events: TaskEvent[], usage = true): Step {
     const row = updateStep.get({
       id: input.stepId,
       status: input.status,
@@ -182,15 +182,15 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       now,
     });
     if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
-    updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+    if (usage) updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
     if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
     events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
     return toStep(row);
   }
 
   /** Records a step that completed before it was written (a decision, a refused call): one row, one event. */
-  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[]): Step {
-    runOf(f, input.runId);
+  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], usage = true, checked = false): Step {
+    if (!checked) runOf(f, input.runId);
     const row = insertDone.get({
       run_id: input.runId,
       seq: nextSeq.get(input.runId)!.seq,
@@ -205,7 +205,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       started: input.startedAt,
       now,
     })!;
-    updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+    if (usage) updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
     events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
     return toStep(row);
   }
@@ -224,8 +224,26 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   /** Step writes the loop held back, in their order (the caller has fenced). */
+  /**
+   * Step writes the loop held back, in their order (the caller has fenced). The run is
+   * checked open once, and its usage written once, after them all: the last write's usage,
+   * with the highest seq as the checkpoint (each step write did both before).
+   */
   function written(f: Fence, writes: StepWrite[], now: number, events: TaskEvent[]): Step[] {
-    return writes.map((w) => ('record' in w ? recorded(f, w.record, now, events) : finished(f, w.finish, now, events)));
+    const opened = new Set<number>();
+    const steps = writes.map((w) => {
+      if ('finish' in w) return finished(f, w.finish, now, events, false);
+      const checked = opened.has(w.record.runId);
+      opened.add(w.record.runId);
+      return recorded(f, w.record, now, events, false, checked);
+    });
+    const last = writes.at(-1);
+    if (last !== undefined && steps.length > 0) {
+      const usage = 'finish' in last ? last.finish.usage : last.record.usage;
+      const top = steps.reduce((a, b) => (b.seq > a.seq ? b : a));
+      updateUsage.run(JSON.stringify(usage), top.seq, top.runId);
+    }
+    return steps;
   }
 
   return {
