@@ -10,7 +10,7 @@
  * iterations per run), BENCH_PICKUP_TASKS (1000), BENCH_PICKUP_GAP_MS (5), BENCH_PICKUP_WARMUP
  * (100 tasks before the timed ones), BENCH_PICKUP_SPARSE (100 tasks after them,
  * BENCH_PICKUP_SPARSE_GAP_MS = 50 ms apart), BENCH_TPUT_TASKS (2000), BENCH_TPUT_WORKERS (1,2,4),
- * BENCH_RECOVERY_ROUNDS (3).
+ * BENCH_RECOVERY_ROUNDS (3), BENCH_PICKUP_PEERS (1 other daemon process running during the pickup).
  * Results go to stdout, progress to stderr.
  */
 import { readFileSync } from 'node:fs';
@@ -32,6 +32,8 @@ const GAP = env('BENCH_PICKUP_GAP_MS', 5);
 const PICKUP_WARMUP = env('BENCH_PICKUP_WARMUP', 100);
 const SPARSE = env('BENCH_PICKUP_SPARSE', 100);
 const SPARSE_GAP = env('BENCH_PICKUP_SPARSE_GAP_MS', 50);
+// Other daemon processes running during the pickup scenario (issue 12 measures it with one).
+const PEERS = Number(process.env.BENCH_PICKUP_PEERS ?? 1);
 const TPUT = env('BENCH_TPUT_TASKS', 2000);
 const WORKERS = (process.env.BENCH_TPUT_WORKERS ?? '1,2,4').split(',').map(Number);
 const ROUNDS = env('BENCH_RECOVERY_ROUNDS', 3);
@@ -68,7 +70,7 @@ try {
   const opts = { runs: RUNS, steps: STEPS, windows: WINDOWS };
   r.steps = await scenario(`1 engine: ${RUNS} runs × ${STEPS} iterations`, ['steps', 'steps-diag', 'steps-small'], (p, q, s) => benchLoopSteps(p, q, s, opts));
   r.floor = await scenario('1 floor: bare better-sqlite3 steps', ['floor'], (p) => benchStepFloor(p, opts));
-  r.pickup = await scenario(`2 pickup: ${PICKUP} tasks ${GAP} ms apart`, ['pickup'], (p) => benchPickup(p, { tasks: PICKUP, gapMs: GAP, warmup: PICKUP_WARMUP, sparse: SPARSE, sparseGapMs: SPARSE_GAP }));
+  r.pickup = await scenario(`2 pickup: ${PICKUP} tasks ${GAP} ms apart`, ['pickup'], (p) => benchPickup(p, { tasks: PICKUP, gapMs: GAP, warmup: PICKUP_WARMUP, sparse: SPARSE, sparseGapMs: SPARSE_GAP, peers: PEERS }));
   for (const workers of WORKERS) {
     r.tput.push(await scenario(`3 throughput: ${TPUT} tasks, ${workers} worker(s)`, [`tput-${workers}`], (p) => benchThroughput(p, { tasks: TPUT, workers })));
   }
@@ -122,7 +124,7 @@ out.push('');
 
 // 2
 const p = r.pickup;
-out.push(`2 pickup latency, ms: ${fmtInt(p.tasks)} tasks created ${p.gapMs} ms apart (${fmtNum(p.createSeconds, 1)} s), daemon with 2 workers, after ${p.warmup} warm-up tasks`);
+out.push(`2 pickup latency, ms: ${fmtInt(p.tasks)} tasks created ${p.gapMs} ms apart (${fmtNum(p.createSeconds, 1)} s), daemon with 2 workers (and ${p.peers} other daemon process(es) on the file), after ${p.warmup} warm-up tasks`);
 const prow = (name, d) => [name, fmtInt(d.n), ms(d.min), ms(d.p50), ms(d.p90), ms(d.p99), ms(d.max)];
 out.push(
   table(

@@ -49,10 +49,13 @@ function cpuSecondsOf(pid) {
  * CLOCK_MONOTONIC (hrtime: one clock for every process, immune to wall-clock adjustments
  * between the two processes' time origins).
  */
-export async function benchPickup(path, { tasks, gapMs, warmup, sparse, sparseGapMs }) {
+export async function benchPickup(path, { tasks, gapMs, warmup, sparse, sparseGapMs, peers = 0 }) {
   const { tm, runs } = open(path);
   const db = tm.store.db;
   const daemon = await startDaemonProcess(path, 2);
+  // Other daemon processes on the same file (issue 12: pickup with a second daemon running).
+  const others = [];
+  for (let i = 0; i < peers; i++) others.push(await startDaemonProcess(path, 2));
   const card = {
     goal: 'loop benchmark: pickup',
     planner: 'scripted',
@@ -100,6 +103,7 @@ export async function benchPickup(path, { tasks, gapMs, warmup, sparse, sparseGa
     const daemonCpuMsPerTask = ((cpuSecondsOf(daemon.child.pid) - cpu0) * 1000) / tasks;
     const slow = await wave(sparse, 'sparse', sparseGapMs);
     const counts = stateCounts(db);
+    for (const o of others) await o.terminate();
     const exit = await daemon.terminate();
     return {
       tasks,
@@ -115,10 +119,11 @@ export async function benchPickup(path, { tasks, gapMs, warmup, sparse, sparseGa
       states: counts,
       oneRunEach: cold.oneRunEach && timed.oneRunEach && slow.oneRunEach,
       exit,
-      trouble: troubleLines(daemon.lines),
+      trouble: [...troubleLines(daemon.lines), ...others.flatMap((o) => troubleLines(o.lines))],
+      peers,
     };
   } finally {
-    if (daemon.child.exitCode === null) daemon.child.kill('SIGKILL');
+    for (const d of [daemon, ...others]) if (d.child.exitCode === null) d.child.kill('SIGKILL');
     await tm.close();
   }
 }
