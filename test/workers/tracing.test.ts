@@ -12,7 +12,7 @@ import { ticketStore } from '../../src/tools/tickets.js';
 import { createLlmPlanner } from '../../src/workers/planners/llm.js';
 import { MAX_TRACE_TEXT } from '../../src/workers/tracing.js';
 import { type Behaviour, startOpenAiServer } from '../fixtures/openai-server.js';
-import { type Harness, card, drive, harness, loopContext, runCard } from './harness.js';
+import { type Harness, card, claimWith, drive, harness, loopContext, runCard } from './harness.js';
 
 const operator = { id: 'operator', role: 'operator' } as const;
 
@@ -153,7 +153,31 @@ describe('traces of a run', () => {
     const holder = spans.find((s) => idOf(s) === parentOf(page[0]!));
     expect(holder?.name).toBe('step action');
     expect(parentOf(holder!)).toBe(idOf(runs[1]!));
+    // Reads of the ticket: each observation under its step; acceptance's final-state read, no step of its own, under the run.
+    const reads = named(spans, 'execute_tool get_ticket').map((s) => spans.find((p) => idOf(p) === parentOf(s))!.name);
+    expect(reads.filter((name) => name !== 'step observe')).toEqual(['invoke_agent taskloop']);
+    expect(reads.length).toBeGreaterThan(2);
     expect(everything(spans)).not.toContain('is now urgent');
+  });
+
+  it('a run that loses its claim mid-call ends its span in ERROR with the code, and the tool call as aborted', async () => {
+    const memory = exporter();
+    const h = harness();
+    const other = h.other();
+    const claim = await claimWith(h, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 600_000 } }, { action: 'done' }] }));
+    const run = drive(loopContext(h, claim), async (e) => {
+      if (e.type === 'step_started' && e.step.kind === 'action') await other.tm.cancelTask({ taskId: claim.id, actor: operator, reason: 'no longer needed' });
+    });
+    await expect(run).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    const spans = memory.getFinishedSpans();
+    const [runSpan] = named(spans, 'invoke_agent taskloop');
+    expect(runSpan!.status.code).toBe(ERROR);
+    expect(runSpan!.attributes['error.type']).toBe('STALE_CLAIM');
+    const [call] = named(spans, 'execute_tool wait');
+    expect(call!.attributes['error.type']).toBe('aborted');
+    // The step that was open when the loop threw is ended (exported) too, under the run.
+    const action = spans.find((s) => idOf(s) === parentOf(call!));
+    expect([action?.name, action && parentOf(action)]).toEqual(['step action', idOf(runSpan!)]);
   });
 
   it('a run whose span does not record (sampled out) starts no other span', async () => {
