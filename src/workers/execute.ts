@@ -2,7 +2,8 @@
 import { depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
 import type { Tool, ToolContext } from '../tools/registry.js';
 
-export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { ok: false; error: string; durationMs: number; aborted: boolean };
+/** `errorType`: a stable name for what went wrong (a trace's `error.type`; the `error` text may quote arguments). */
+export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { ok: false; error: string; durationMs: number; aborted: boolean; errorType?: string };
 
 export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx: Omit<ToolContext, 'signal'>, runSignal: AbortSignal): Promise<ExecOutcome> {
   const started = performance.now();
@@ -19,21 +20,21 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
   try {
     const result = await Promise.race([tool.execute(args, { ...ctx, signal }), aborted]);
     // A result is stored, summarised and fingerprinted by recursive code: too deep fails the call.
-    if (nestsDeeper(result)) return { ok: false, error: `${tool.name}: its output ${depthMessage()}`, durationMs: elapsed(), aborted: false };
+    if (nestsDeeper(result)) return { ok: false, error: `${tool.name}: its output ${depthMessage()}`, durationMs: elapsed(), aborted: false, errorType: 'output_too_deep' };
     const size = Buffer.byteLength(JSON.stringify(result ?? null), 'utf8');
     if (size > tool.maxOutputBytes) {
-      return { ok: false, error: `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, durationMs: elapsed(), aborted: false };
+      return { ok: false, error: `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, durationMs: elapsed(), aborted: false, errorType: 'output_too_large' };
     }
     return { ok: true, result: result ?? null, durationMs: elapsed() };
   } catch (err) {
     if (timeout.aborted && !runSignal.aborted) {
-      return { ok: false, error: `${tool.name}: timed out after ${tool.timeoutMs} ms`, durationMs: elapsed(), aborted: false };
+      return { ok: false, error: `${tool.name}: timed out after ${tool.timeoutMs} ms`, durationMs: elapsed(), aborted: false, errorType: 'timeout' };
     }
-    if (runSignal.aborted) return { ok: false, error: `${tool.name}: aborted (${String(runSignal.reason)})`, durationMs: elapsed(), aborted: true };
+    if (runSignal.aborted) return { ok: false, error: `${tool.name}: aborted (${String(runSignal.reason)})`, durationMs: elapsed(), aborted: true, errorType: 'aborted' };
     const message = err instanceof Error ? err.message : String(err);
     // An engine refusal keeps its stable code in the step's error (e.g. DESKTOP_UNAVAILABLE).
     const code = isEngineError(err) ? `${err.code}: ` : '';
-    return { ok: false, error: `${tool.name}: ${code}${message.split('\n')[0]}`, durationMs: elapsed(), aborted: false };
+    return { ok: false, error: `${tool.name}: ${code}${message.split('\n')[0]}`, durationMs: elapsed(), aborted: false, errorType: isEngineError(err) ? err.code : 'tool_error' };
   } finally {
     if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     aborted.catch(() => undefined);

@@ -9,3 +9,4 @@ export type { Decision, DecideInput as PlannerInput, DecideResult, Planner, Plan
 export { createScriptedPlanner } from './planners/scripted.js';
 export { createLlmPlanner, type LlmPlannerOptions } from './planners/llm.js';
 export { plannerFor, type PlannerFactory } from './planners/choose.js';
+export { TRACER_NAME, type TraceParent } from './tracing.js';

@@ -13,6 +13,7 @@ import type { LoopContext } from './loop-context.js';
 import type { Finish } from './loop-finish.js';
 import type { LoopState } from './loop-state.js';
 import { checkPlanAction } from './plan.js';
+import type { RunTrace } from './tracing.js';
 
 export interface RunCallsScope {
   ctx: LoopContext;
@@ -23,6 +24,7 @@ export interface RunCallsScope {
   hooks: HookRegistry;
   signal: AbortSignal;
   finish: Finish;
+  trace: RunTrace;
 }
 
 export type CardReadOutcome = ExecOutcome & { end?: { phase: 'failed' | 'budget_exhausted'; stopReason: string } };
@@ -39,7 +41,7 @@ export interface RunCalls {
 }
 
 export function createRunCalls(s: RunCallsScope): RunCalls {
-  const { ctx, card, run, fence, state, hooks, signal, finish } = s;
+  const { ctx, card, run, fence, state, hooks, signal, finish, trace } = s;
   // The task tools act for the card's author, not for the runner that holds the claim: an
   // agent's card reads, creates and cancels only as its author may. An operator's card acts
   // as the runner (its author trusted it with the runner's rights).
@@ -47,13 +49,18 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
 
   const exec: RunCalls['exec'] = async (toolName, args, key) => {
     const tool = ctx.tools.get(toolName)!;
-    let parsed: Record<string, unknown>;
-    try {
-      parsed = tool.parse(args);
-    } catch (err) {
-      return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false };
-    }
-    return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
+    const span = trace.toolCall(tool, key);
+    const out = await span.run(async (): Promise<ExecOutcome> => {
+      let parsed: Record<string, unknown>;
+      try {
+        parsed = tool.parse(args);
+      } catch (err) {
+        return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false, errorType: 'invalid_args' };
+      }
+      return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
+    });
+    span.end(out);
+    return out;
   };
 
   const gateCall: RunCalls['gate'] = (toolName, rawArgs, approval, of = 'planner') =>

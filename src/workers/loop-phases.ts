@@ -37,6 +37,7 @@ function failure(r: RunScope): boolean {
 
 /** Begins a tool call's step: its intent is written (with what the journal held back) before it runs. */
 export async function* begin(r: RunScope, kind: StepKind, tool: string, args: unknown, key?: string): AsyncGenerator<TaskLoopEvent, Step, undefined> {
+  r.trace.openStep(kind);
   const started = await r.runs.beginStep(r.fence, { runId: r.run.id, kind, tool, args, idempotencyKey: key });
   r.state.lastSeq = started.seq;
   yield { type: 'step_started', step: started };
@@ -54,6 +55,7 @@ export async function* settle(r: RunScope, started: Step, status: SettleStatus, 
   };
   const write = started.kind === 'action' && r.ctx.tools.get(started.tool ?? '')?.kind !== 'read';
   const finished = write ? await r.runs.finishStep(r.fence, input) : r.journal.finishLater(started, input);
+  r.trace.closeStep(finished);
   r.state.summaries.push(summaryOf(finished));
   yield { type: 'step_finished', step: finished };
   return finished;
@@ -63,6 +65,7 @@ export async function* settle(r: RunScope, started: Step, status: SettleStatus, 
 async function* completed(r: RunScope, kind: StepKind, status: 'ok' | 'failed' | 'rejected', fields: { tool?: string; args?: unknown; result?: unknown; error?: string; durationMs: number; tokens?: number; startedAt: number }): AsyncGenerator<TaskLoopEvent, Step, undefined> {
   const seq = ++r.state.lastSeq;
   const step = r.journal.record({ runId: r.run.id, kind, status, ...fields, usage: { ...r.state.usage }, eventData: { progress: r.progress() } }, seq);
+  r.trace.closeStep(step);
   yield { type: 'step_started', step: { ...step, status: 'started', finishedAt: null } };
   r.state.summaries.push(summaryOf(step));
   yield { type: 'step_finished', step };
@@ -99,10 +102,11 @@ export async function* decide(r: RunScope, observation: Observation): Phase<{ de
   const { state, card } = r;
   const startedAt = Date.now();
   const t0 = performance.now();
+  r.trace.openStep('decide');
   let decided;
   try {
     const plan = state.plan.items.length > 0 ? state.plan.items.map(planView) : undefined;
-    decided = await r.planner.decide({ goal: card.goal, steps: state.summaries, observation, allowedTools: r.allowedTools, rejections: r.rejections, signal: r.signal, ...(plan ? { plan } : {}) });
+    decided = await r.planner.decide({ goal: card.goal, steps: state.summaries, observation, allowedTools: r.allowedTools, rejections: r.rejections, signal: r.signal, trace: r.trace.parent(), ...(plan ? { plan } : {}) });
   } catch (err) {
     state.usage.steps++;
     const message = err instanceof PlannerError || isEngineError(err) ? err.message : `planner: ${String(err)}`;
@@ -182,6 +186,7 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
       fingerprint: verdict.fingerprint,
       expiresAt: card.approval?.expires_in === undefined ? null : ctx.now() + parseDuration(card.approval.expires_in),
     }, state.usage);
+    r.trace.closeStep({ ...actionStep, status: 'waiting_approval' });
     yield { type: 'run_paused', reason: `waiting for approval ${approval.id}` };
     return new Ended({ runId: r.run.id, taskId: fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null });
   }

@@ -8,6 +8,7 @@ import type { Finish } from './loop-finish.js';
 import type { LoopState } from './loop-state.js';
 import type { AllowedTool, Planner } from './planner.js';
 import type { AnswerCounts } from './restart-policy.js';
+import type { RunTrace } from './tracing.js';
 
 export interface RunScope {
   ctx: LoopContext;
@@ -24,6 +25,8 @@ export interface RunScope {
   planner: Planner;
   calls: RunCalls;
   finish: Finish;
+  /** The run's spans (tracing.ts): begin/settle/completed open and close each step's. */
+  trace: RunTrace;
   allowedTools: AllowedTool[];
   /** The refusals the planner hears at its next decision. */
   rejections: Array<{ tool: string; reason: string }>;

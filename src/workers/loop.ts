@@ -5,7 +5,7 @@
  * claimed task; every step is a fenced checkpoint, written through the run's journal
  * (journal.ts: which writes share a transaction). The phases are in loop-phases.ts.
  */
-import { type CardCheck, type ControlState, type Step, type TaskCard, checkCardAuthor } from '../engine/index.js';
+import { type CardCheck, type ControlState, type OpenRunResult, type Step, type TaskCard, checkCardAuthor } from '../engine/index.js';
 import { budgetOfTask, exhausted } from './budget.js';
 import { checkCardWithTools, visionRefusal } from './card-check.js';
 import { createJournal } from './journal.js';
@@ -17,19 +17,35 @@ import { createRunCalls } from './loop-calls.js';
 import { AGAIN, Ended, type SettleOut, type SettleStatus, act, end, decide, observe, settle } from './loop-phases.js';
 import type { RunScope } from './loop-scope.js';
 import { createHookRegistry } from '../plugins/hooks.js';
+import { type RunTrace, traceRun } from './tracing.js';
 
 const PAUSE_RECHECK_MS = 1000;
 
 export type { LoopContext, RunResult, TaskLoopEvent } from './loop-context.js';
 
 export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEvent, RunResult, undefined> {
-  const { fence, tools } = ctx;
+  const opened = ctx.opened ?? (await ctx.runs.openRun(ctx.fence, budgetOfTask(ctx.task.card, ctx.now())));
+  // The run's span in this process (tracing.ts); a run resumed elsewhere is another span with the same run id.
+  const trace = traceRun(opened.run, ctx.fence.agent, { resumed: opened.resumed, from: opened.resumedFrom });
+  try {
+    const result = yield* loop({ ...ctx, opened }, trace);
+    trace.end(result);
+    return result;
+  } catch (err) {
+    trace.fail(err);
+    throw err;
+  } finally {
+    trace.end({ phase: 'abandoned', stopReason: 'not driven to its end' }); // a no-op unless the caller stopped pulling events
+  }
+}
+
+async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTrace): AsyncGenerator<TaskLoopEvent, RunResult, undefined> {
+  const { fence, tools, opened } = ctx;
   const hooks = ctx.hooks ?? createHookRegistry();
   const checked = checkCardWithTools(ctx.task.card, tools);
   const card = checked.ok ? checked.card : undefined;
   // One signal for the run: tool calls, planner calls and every hook's own signal hang off it.
   const abort = new AbortController();
-  const opened = ctx.opened ?? (await ctx.runs.openRun(fence, budgetOfTask(ctx.task.card, ctx.now())));
   const { run } = opened;
   const journal = createJournal(ctx.runs, fence);
   const runs = journal.runs;
@@ -61,9 +77,9 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
     if (control === 'stopped') abort.abort('user_stop');
   };
   const unwatch = ctx.watch(() => void refreshControl().catch(() => undefined));
-  const calls = createRunCalls({ ctx: { ...ctx, runs }, card, run, fence, state, hooks, signal: abort.signal, finish });
+  const calls = createRunCalls({ ctx: { ...ctx, runs }, card, run, fence, state, hooks, signal: abort.signal, finish, trace });
   const r: RunScope = {
-    ctx, card, run, fence, state, hooks, runs, journal, signal: abort.signal, planner, calls, finish,
+    ctx, card, run, fence, state, hooks, runs, journal, signal: abort.signal, planner, calls, finish, trace,
     allowedTools: card.allowed_tools.flatMap((name) => {
       const tool = tools.get(name);
       return tool === undefined ? [] : [{ name, description: tool.description, kind: tool.kind, parameters: tool.parameters }];
@@ -119,7 +135,12 @@ export async function* runTaskLoop(ctx: LoopContext): AsyncGenerator<TaskLoopEve
 async function* resume(r: RunScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
   const scope = {
     state: r.state, tools: r.ctx.tools, runs: r.runs, fence: r.fence, card: r.card, runId: r.run.id, breakerPolicy: r.ctx.breakerPolicy, rejections: r.rejections,
-    exec: r.calls.exec, gate: r.calls.gate, accept: r.calls.accept, finish: r.finish, stopped: () => r.control() === 'stopped',
+    // A call carried out again belongs to its step, begun by an earlier attempt: it gets a step span here.
+    exec: (tool: string, args: Record<string, unknown>, key: string) => {
+      r.trace.openStep('action');
+      return r.calls.exec(tool, args, key);
+    },
+    gate: r.calls.gate, accept: r.calls.accept, finish: r.finish, stopped: () => r.control() === 'stopped',
     settle: (started: Step, status: SettleStatus, out: SettleOut) => settle(r, started, status, out),
   };
   return (yield* resumeDecided(scope)) ?? (yield* resumeInterrupted(scope, steps)) ?? (yield* resumeParked(scope, steps));

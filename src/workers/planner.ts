@@ -2,6 +2,7 @@
  * The planner interface: the loop's decide stage. A planner proposes; it never executes,
  * never decides completion (acceptance does), and never sees more than the loop gives it.
  */
+import type { TraceParent } from './tracing.js';
 
 /** What one earlier step looked like, summarised for the planner. */
 export interface StepSummary {
@@ -53,6 +54,8 @@ export interface DecideInput {
   /** The card's plan as it stands, when it has one: the planner may propose a new one (replan). */
   plan?: PlanView[];
   signal: AbortSignal;
+  /** The decide step's trace context: a planner that calls a model starts its span under it (tracing.ts). */
+  trace?: TraceParent;
 }
 
 export type Decision =

@@ -11,6 +11,7 @@ import { z } from 'zod/v4';
 import { EngineError } from '../../engine/errors.js';
 import { depthMessage, nestsDeeper } from '../../engine/json-depth.js';
 import { type DecideInput, type DecideResult, type Decision, type Planner, PlannerError, type PlannerUsage } from '../planner.js';
+import { traceModelCall } from '../tracing.js';
 import { hasVision, modelFor } from './models.js';
 import { buildPrompt } from './prompt.js';
 
@@ -184,17 +185,22 @@ export function createLlmPlanner(opts: LlmPlannerOptions = {}): Planner {
         { role: 'user', content: content.length === 1 ? prompt.user : content },
       ],
     };
+    const span = traceModelCall(input.trace, { model: o.model, baseURL: client.baseURL, temperature: 0, maxTokens: 1024 });
     let completion: ChatCompletion;
     try {
-      completion = await settleOnAbort(client.chat.completions.create(body, { signal: input.signal }), input.signal);
+      completion = await span.run(() => settleOnAbort(client.chat.completions.create(body, { signal: input.signal }), input.signal));
     } catch (err) {
-      throw callError(err, input.signal);
+      const failure = callError(err, input.signal);
+      span.fail(failure.kind);
+      throw failure;
     }
+    const usage = usageOf(completion);
+    span.end({ inputTokens: usage?.promptTokens, outputTokens: usage?.completionTokens, responseModel: completion.model, responseId: completion.id, finishReason: completion.choices?.[0]?.finish_reason });
     const decision = readDecision(completion);
     if (decision.action === 'replan' && input.plan === undefined) {
       throw new PlannerError('malformed', 'llm planner: the model answered "replan", but this card has no plan to replace');
     }
-    return { decision, usage: usageOf(completion) };
+    return { decision, usage };
   }
 
   function callError(err: unknown, signal: AbortSignal): PlannerError {
