@@ -142,7 +142,7 @@ describe('a daemon holds many runs per thread', () => {
       scope: {},
       budget: { max_steps: 20 },
       script: [
-        { action: 'tool', tool: 'wait', args: { ms: 2000 } },
+        { action: 'tool', tool: 'wait', args: { ms: 6000 } },
         { action: 'tool', tool: 'log_append', args: { file, line: `task-${i}` } },
         { action: 'done' },
       ],
@@ -152,9 +152,11 @@ describe('a daemon holds many runs per thread', () => {
     const victim = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
     await waitFor(() => actionSteps(tm.path, 'wait').length === 100, 30_000, '100 waits in flight');
     const peer = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '100']);
+    // Killed while the waits (6 s each) still run: every run is in flight when its daemon dies.
+    expect(actionSteps(tm.path, 'wait').filter((st) => st.status !== 'started')).toEqual([]);
     victim.child.kill('SIGKILL');
     await victim.exited;
-    await waitFor(async () => (await states(tm, ids)).completed === 100, 40_000, 'the peer to finish all 100');
+    await waitFor(async () => (await states(tm, ids)).completed === 100, 60_000, 'the peer to finish all 100');
     const lines = readFileSync(file, 'utf8').trim().split('\n').sort();
     expect(lines).toEqual(Array.from({ length: 100 }, (_, i) => `task-${i}`).sort());
     for (const id of ids) expect(await eventCounts(tm, id, 'run.started')).toBe(1);
