@@ -31,6 +31,12 @@ export interface HolderOptions {
   leaseMs: number;
   /** One line per streak of failed heartbeats. @defaultValue none */
   log?: (line: string) => void;
+  /**
+   * Called after each beat that was written, e.g. to look whether what the holder's slots
+   * hold is still theirs (a lease that ran out while the process was stalled). Must not throw.
+   * @defaultValue none
+   */
+  onBeat?: () => void;
 }
 
 /** Registers the holder, then beats every third of the lease. */
@@ -40,8 +46,14 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
   await opts.runs.registerDaemon({ id, host, pid: process.pid, agent: opts.agent, threads: opts.threads });
   const slots = new Set<string>();
   let next = 0;
-  const beatMs = Math.max(100, Math.floor(opts.leaseMs / 3));
-  const job = repeat(beatMs, 5000, () => opts.runs.heartbeatDaemon(id, [...slots]), faultReporter('heartbeat', opts.log ?? (() => undefined)));
+  // A third of the lease, so two beats may fail before a lease runs out; never more often
+  // than every 30 ms (a lease is at least 100 ms).
+  const beatMs = Math.max(30, Math.floor(opts.leaseMs / 3));
+  const beat = async () => {
+    await opts.runs.heartbeatDaemon(id, [...slots]);
+    opts.onBeat?.();
+  };
+  const job = repeat(beatMs, 5000, beat, faultReporter('heartbeat', opts.log ?? (() => undefined)));
   return {
     id,
     host,

@@ -96,6 +96,7 @@ describe('createWorker', () => {
     const store = await fresh();
     const task = await create(store, 'slow');
     let seen: ClaimedTask | undefined;
+    let slotId: string | undefined;
     let release!: () => void;
     const released = new Promise<void>((r) => (release = r));
     let abortedWith: unknown;
@@ -104,6 +105,7 @@ describe('createWorker', () => {
       leaseMs: 300,
       handler: async (t, ctx) => {
         seen = t;
+        slotId = ctx.slotId;
         ctx.signal.addEventListener('abort', () => (abortedWith = ctx.signal.reason));
         await released;
         return { late: true };
@@ -111,7 +113,8 @@ describe('createWorker', () => {
     });
     await until('claimed', async () => seen);
     // The task is taken away: its slot's lease let go and the sweep returns it; another agent claims it.
-    await store.runs.expireSlot(`${worker.id}/0`);
+    expect(slotId).toMatch(new RegExp(`^${worker.id}/\\d+$`));
+    await store.runs.expireSlot(slotId!);
     await until('reclaimed', async () => {
       await store.tm.sweep({ graceMs: 0 });
       return (await store.tm.getTask(task.id)).state === 'pending';

@@ -1,0 +1,167 @@
+import { join } from 'node:path';
+import { onTestFinished, describe, expect, it } from 'vitest';
+import { OPERATOR, type TaskloopStore, createWorker, openStore } from '../../src/index.js';
+import { tempDir } from '../helpers.js';
+
+/** A store whose claim transactions are counted: every one the store runs, found or not. */
+async function counted(): Promise<{ store: TaskloopStore; claims: () => number }> {
+  const store = await openStore({ path: join(tempDir(), 'tasks.db') });
+  onTestFinished(() => store.close());
+  const inner = store.tm.store;
+  const claim = inner.claim.bind(inner);
+  let n = 0;
+  inner.claim = (input) => {
+    n++;
+    return claim(input);
+  };
+  return { store, claims: () => n };
+}
+
+async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await fn();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/** Resolves once the store's change watch has reported a commit made after this call (the worker's listener ran first). */
+function nextChange(store: TaskloopStore): Promise<void> {
+  return new Promise((resolve) => {
+    const off = store.tm.store.watch(() => {
+      off();
+      // One macrotask more: whatever the worker's listener started has begun its claim.
+      setImmediate(resolve);
+    });
+  });
+}
+
+const elsewhere = (store: TaskloopStore, title: string) => store.tm.createTask({ title, queue: 'elsewhere' }, OPERATOR);
+
+describe('createWorker claims', () => {
+  it('eight idle slots make about one claim transaction per commit anywhere, not eight', async () => {
+    const { store, claims } = await counted();
+    const worker = await createWorker({ store, queue: 'jobs', agent: 'w1', concurrency: 8, idleMs: 60_000, handler: () => ({ ok: true }) });
+    onTestFinished(() => worker.close(100));
+    await until('the first empty claim', () => claims() >= 1);
+    const before = claims();
+    const commits = 10;
+    for (let i = 0; i < commits; i++) {
+      const seen = claims();
+      const change = nextChange(store);
+      await elsewhere(store, `noise ${i}`);
+      await change;
+      // Every commit is answered by a claim (a task could have come with it) ...
+      await until(`a claim after commit ${i}`, () => claims() > seen);
+    }
+    // ... and one task of its queue is still picked up and completed (which also lets any
+    // claim the commits above set off run before the count is read).
+    const job = (await store.tm.createTask({ title: 'the job', queue: 'jobs' }, OPERATOR)).task;
+    await until('the job completed', async () => (await store.tm.getTask(job.id)).state === 'completed');
+    const made = claims() - before;
+    // One claim per commit, a claim again when a commit lands during one, the job's own
+    // claim and the claims its moves set off; one claimer per slot would make >= 80.
+    expect(made).toBeGreaterThanOrEqual(commits);
+    expect(made).toBeLessThanOrEqual(2 * commits + 6);
+  });
+
+  it('a storm of commits by another agent (tasks on another queue) costs the idle worker a few claims, not one per slot per commit', async () => {
+    const { store, claims } = await counted();
+    const worker = await createWorker({ store, queue: 'jobs', agent: 'w1', concurrency: 16, idleMs: 60_000, handler: () => ({ ok: true }) });
+    onTestFinished(() => worker.close(100));
+    await until('the first empty claim', () => claims() >= 1);
+    const before = claims();
+    const storm = 200;
+    await Promise.all(Array.from({ length: storm }, (_, i) => elsewhere(store, `spam ${i}`)));
+    const job = (await store.tm.createTask({ title: 'the job', queue: 'jobs' }, OPERATOR)).task;
+    await until('the job completed', async () => (await store.tm.getTask(job.id)).state === 'completed');
+    // The storm is answered by a claim or two (commits that land while a claim runs are
+    // answered by one claim after it), the job by its own claim and those its moves set off;
+    // one claimer per slot would make at least 16.
+    const made = claims() - before;
+    expect(made).toBeGreaterThanOrEqual(2);
+    expect(made).toBeLessThanOrEqual(10);
+  });
+
+  it('at capacity it makes no claim at all, however many commits land, and claims again when a handler ends', async () => {
+    const { store, claims } = await counted();
+    const ids: number[] = [];
+    for (let i = 0; i < 4; i++) ids.push((await store.tm.createTask({ title: `job ${i}`, queue: 'jobs' }, OPERATOR)).task.id);
+    const release = new Map<number, () => void>();
+    let releaseAll = false;
+    const worker = await createWorker({
+      store,
+      queue: 'jobs',
+      agent: 'w1',
+      concurrency: 2,
+      idleMs: 60_000,
+      handler: (task) => (releaseAll ? { id: task.id } : new Promise((resolve) => release.set(task.id, () => resolve({ id: task.id })))),
+    });
+    onTestFinished(() => worker.close(100));
+    await until('two handlers running', () => worker.active === 2);
+    // The first two claims found a task each; the claimer then waits for a slot.
+    expect(claims()).toBe(2);
+    for (let i = 0; i < 5; i++) {
+      const change = nextChange(store);
+      await elsewhere(store, `noise ${i}`);
+      await change;
+    }
+    expect(claims()).toBe(2);
+    const states = await Promise.all(ids.map(async (id) => (await store.tm.getTask(id)).state));
+    expect(states.filter((s) => s === 'pending')).toHaveLength(2);
+
+    // A handler ends: its slot is free, and the claimer takes the next task at once.
+    const first = [...release.keys()][0]!;
+    release.get(first)!();
+    await until('a third handler running', () => release.size === 3);
+    expect(worker.active).toBe(2);
+    expect((await store.tm.getTask(first)).state).toBe('completed');
+    releaseAll = true;
+    for (const r of release.values()) r();
+    await until('all completed', async () => (await Promise.all(ids.map((id) => store.tm.getTask(id)))).every((t) => t.state === 'completed'));
+  });
+
+  it('a handler that runs for several leases keeps its claim: the holder renews the lease of its slot every beat', async () => {
+    const { store } = await counted();
+    const task = (await store.tm.createTask({ title: 'long', queue: 'jobs' }, OPERATOR)).task;
+    const leaseMs = 150;
+    const expiries = new Set<number>();
+    const worker = await createWorker({
+      store,
+      queue: 'jobs',
+      agent: 'w1',
+      leaseMs,
+      sweepMs: 0,
+      handler: async (t, ctx) => {
+        const until4 = Date.now() + 4 * leaseMs;
+        await until('four leases', async () => {
+          // A sweep with no grace would take the task at once if its lease had run out.
+          await store.tm.sweep({ graceMs: 0 });
+          const now = await store.tm.getTask(t.id);
+          if (now.leaseExpiresAt !== null) expiries.add(now.leaseExpiresAt);
+          return ctx.signal.aborted || Date.now() > until4;
+        });
+        return { aborted: ctx.signal.aborted };
+      },
+    });
+    onTestFinished(() => worker.close(100));
+    const done = await until('completed', async () => {
+      const now = await store.tm.getTask(task.id);
+      return now.state === 'completed' ? now : undefined;
+    });
+    expect(done).toMatchObject({ attempts: 1, result: { aborted: false } });
+    expect(done.events.some((e) => e.type === 'task.stale_reclaimed')).toBe(false);
+    // Renewed by the beat (a third of the lease), not just the first lease.
+    expect(expiries.size).toBeGreaterThanOrEqual(3);
+  });
+
+  it('refuses capabilities that are not a list of names before registering anything', async () => {
+    const { store } = await counted();
+    for (const capabilities of [['gpu', 'has space'], 'gpu', Array.from({ length: 33 }, (_, i) => `c${i}`)]) {
+      await expect(createWorker({ store, queue: 'jobs', handler: () => null, capabilities: capabilities as string[] })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    }
+    expect(await store.runs.daemons()).toEqual([]);
+  });
+});
