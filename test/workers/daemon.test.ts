@@ -95,17 +95,25 @@ describe('taskloop daemon', () => {
     // The first step takes long enough for the pause, from a process of its own, to land during it.
     const tm = freshManager();
     const d = await startDaemonProcess(tm.path);
-    const { task } = await tm.createTask({ title: 'pausable', card: daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 2000 } }, { action: 'tool', tool: 'wait', args: { ms: 1 } }, { action: 'done' }] }) }, operator);
-    await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.step_started' && e.data.tool === 'wait'), 20_000, 'the first wait to start');
-    expect((await spawnCli(['--db', tm.path, 'pause', String(task.id)])).code).toBe(0);
+    // The first step holds until the pause has landed (a loaded machine may take seconds to
+    // start the CLI), then the run pauses at the step boundary.
+    const hold = join(tm.path, '..', 'hold');
+    writeFileSync(hold, '');
+    const log = join(tm.path, '..', 'log.txt');
+    const { task } = await tm.createTask({ title: 'pausable', card: daemonCard({ allowed_tools: ['log_append', 'wait'], script: [{ action: 'tool', tool: 'log_append', args: { file: log, line: 'first', hold_while: hold } }, { action: 'tool', tool: 'wait', args: { ms: 1 } }, { action: 'done' }] }) }, operator);
+    await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.step_started' && e.data.tool === 'log_append'), 20_000, 'the first step to start');
+    const paused = await spawnCli(['--db', tm.path, 'pause', String(task.id)]);
+    expect(paused.code, paused.stderr).toBe(0);
+    rmSync(hold);
     await waitFor(async () => (await tm.getTask(task.id)).events.some((e) => e.type === 'run.paused'), 10_000, 'the run to pause');
     const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
     expect((await runs.runsOf(task.id))[0]!.phase).toBe('paused');
     expect((await tm.getTask(task.id)).state).toBe('in_progress'); // a paused run keeps its claim
-    expect((await spawnCli(['--db', tm.path, 'resume', String(task.id)])).code).toBe(0);
+    const resumed = await spawnCli(['--db', tm.path, 'resume', String(task.id)]);
+    expect(resumed.code, resumed.stderr).toBe(0);
     await waitFor(async () => (await tm.getTask(task.id)).state === 'completed', 10_000, 'the run to finish after resume');
     d.child.kill('SIGTERM');
-    expect(await d.exited).toBe(0);
+    expect(await d.exited, d.lines.join('\n')).toBe(0);
   });
 
   it('kill -9 of a daemon: another daemon restarts its tasks at once, losing nothing and running nothing twice', async () => {
