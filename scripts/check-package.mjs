@@ -60,6 +60,10 @@ try {
     }
   }
   say(`packed ${packed[0].filename}: ${files.length} files, ${(packed[0].size / 1024).toFixed(0)} KiB`);
+  // Installing the package must run nothing of taskloop's own (npm's allow-scripts would
+  // name it): dist/ is built at pack time (prepack), never at install time.
+  const installTime = ['preinstall', 'install', 'postinstall', 'prepare'].filter((s) => pkg.scripts?.[s] !== undefined);
+  if (installTime.length > 0) fail('package.json', `install-time scripts ${installTime.join(', ')}: installing taskloop would run them`);
 
   // 2. A fresh project with the examples.
   const project = join(tmp, 'project');
