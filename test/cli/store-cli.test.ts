@@ -128,7 +128,7 @@ describe('the CLI and the store’s faults', () => {
     }
     const store = createSqliteStore({ path, readonly: true });
     try {
-      expect(store.db.prepare('SELECT count(*) FROM workers').pluck().get()).toBe(0);
+      expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
     } finally {
       await store.close();
     }

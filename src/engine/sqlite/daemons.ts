@@ -41,22 +41,22 @@ const toDaemon = (r: Row): DaemonRow => ({
 
 export function prepareDaemons(db: Db, apply: ApplyMove): Daemons {
   const insert = db.prepare(
-    `INSERT OR REPLACE INTO workers (id, host, pid, agent, threads, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
+    `INSERT OR REPLACE INTO daemons (id, host, pid, agent, threads, started_at, heartbeat_at) VALUES (?, ?, ?, ?, ?, ?, ?)`,
   );
-  const beat = db.prepare('UPDATE workers SET heartbeat_at = ? WHERE id = ?');
+  const beat = db.prepare('UPDATE daemons SET heartbeat_at = ? WHERE id = ?');
   const extend = db.prepare(
     `UPDATE tasks SET lease_expires_at = @now + lease_ms, stale_since = NULL
      WHERE worker_id = @slot AND state IN ('claimed', 'in_progress')`,
   );
-  const remove = db.prepare('DELETE FROM workers WHERE id = ?');
-  const onHost = db.prepare<[string, string], Row>('SELECT * FROM workers WHERE host = ? AND id != ?');
+  const remove = db.prepare('DELETE FROM daemons WHERE id = ?');
+  const onHost = db.prepare<[string, string], Row>('SELECT * FROM daemons WHERE host = ? AND id != ?');
   const heldBy = db.prepare<[string, string], TaskRow>(
     `SELECT * FROM tasks WHERE worker_id >= ? AND worker_id < ? AND state IN ('claimed', 'in_progress') ORDER BY id`,
   );
   const expire = db.prepare(
     `UPDATE tasks SET lease_expires_at = ? WHERE worker_id = ? AND state IN ('claimed', 'in_progress')`,
   );
-  const all = db.prepare<[], Row>('SELECT * FROM workers ORDER BY id');
+  const all = db.prepare<[], Row>('SELECT * FROM daemons ORDER BY id');
 
   return {
     register(row, now) {

@@ -249,6 +249,11 @@ export const MIGRATIONS: readonly string[] = [
   ALTER TABLE controls ADD COLUMN set_by_role TEXT;
   CREATE UNIQUE INDEX tasks_by_key ON tasks (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL;
   `,
+  // 7: the table of processes that hold runs (daemons, an HTTP server's stream-owned runs,
+  // createWorker) is named for what it holds: it never held worker threads.
+  `
+  ALTER TABLE workers RENAME TO daemons;
+  `,
 ];
 
 /**
