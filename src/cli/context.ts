@@ -37,6 +37,7 @@ export const READ_ONLY_COMMANDS: ReadonlySet<string> = new Set([
   'tickets show',
   'schedule list',
   'backup',
+  'info',
 ]);
 
 /** A command used the wrong way (exit 2), as opposed to a refusal by the engine (exit 1). */

@@ -8,6 +8,7 @@ import { Command, CommanderError } from 'commander';
 import { isEngineError, storeError } from '../engine/index.js';
 import { type CliContext, type GlobalOptions, UsageError, createContext, dbPathFrom } from './context.js';
 import { registerBackupCommand } from './backup-command.js';
+import { registerInfoCommand } from './info-command.js';
 import { registerApprovalCommands } from './approval-commands.js';
 import { registerCardCommands } from './card-commands.js';
 import { registerDaemonCommands } from './daemon-commands.js';
@@ -99,6 +100,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   registerTicketCommands(program, run);
   registerServeCommand(program, run);
   registerBackupCommand(program, run);
+  registerInfoCommand(program, run);
   for (const sub of program.commands) sub.exitOverride();
 
   try {

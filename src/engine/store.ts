@@ -43,7 +43,36 @@ export interface SweepOptions {
   graceMs: number;
 }
 
+/**
+ * What a store is and what it can do (`taskloop info`). A capability a store lacks is
+ * declared here, never silently skipped: callers (and the contract suite) ask.
+ */
+export interface StoreInfo {
+  /** `sqlite` (the embedded default) or `postgres`. */
+  kind: 'sqlite' | 'postgres';
+  /** Where it is: a file path, or a URL without its password. */
+  location: string;
+  /** The database server's or library's version. */
+  version: string;
+  /** The schema version of the data, and the newest this taskloop knows. */
+  schemaVersion: number;
+  knownSchemaVersion: number;
+  readonly: boolean;
+  capabilities: {
+    /** Daemons on several machines may share it (leases and liveness in database time). */
+    multipleHosts: boolean;
+    /** Dead daemons are recognised by process id (same host only). */
+    pidLiveness: boolean;
+    /** Change notifications between processes without polling (fs watch, LISTEN/NOTIFY). */
+    pushWakeups: boolean;
+    /** Claims skip rows other claimers hold instead of waiting for them. */
+    skipLocked: boolean;
+  };
+}
+
 export interface TaskStore {
+  /** What this store is and can do. */
+  info(): Promise<StoreInfo>;
   /** Creates tasks atomically; refs let tasks of one batch depend on each other. */
   createTasks(inputs: BatchTaskInput[], creator: Actor): Promise<WriteOutcome<CreateResult[]>>;
   /** Claims the best claimable task, or null when there is none for this claimer. */

@@ -10,7 +10,8 @@ import { describe, expect, it } from 'vitest';
 import { createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
 import { TEST_TOOLS } from '../workers/daemon-helpers.js';
-import { type CliResult, cli, spawnCli } from './helpers.js';
+import { type CliResult, cli, cliJson, spawnCli } from './helpers.js';
+import { MIGRATIONS } from '../../src/engine/sqlite/migrations.js';
 
 const digest = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 const RUNUSER = '/usr/sbin/runuser';
@@ -162,5 +163,27 @@ describe('the CLI and the store’s faults', () => {
     } finally {
       await tm.close();
     }
+  });
+});
+
+describe('taskloop info', () => {
+  it('names the store, its versions and its capabilities, reading only; a missing database is STORE_NOT_FOUND and nothing is created', async () => {
+    const dir = tempDir();
+    const db = join(dir, 'info.db');
+    const missing = await cli(join(dir, 'nope', 'x.db'), 'info');
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('STORE_NOT_FOUND');
+    expect(existsSync(join(dir, 'nope'))).toBe(false);
+    expect((await cli(db, 'task', 'create', '--title', 'x')).code).toBe(0);
+    const info = await cliJson<Record<string, unknown>>(db, 'info');
+    expect(info).toMatchObject({
+      kind: 'sqlite',
+      location: db,
+      schemaVersion: MIGRATIONS.length,
+      knownSchemaVersion: MIGRATIONS.length,
+      readonly: true,
+      capabilities: { multipleHosts: false, pidLiveness: true, pushWakeups: true, skipLocked: false },
+    });
+    expect(String(info.version)).toMatch(/^3\.\d+\.\d+$/);
   });
 });

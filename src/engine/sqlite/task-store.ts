@@ -17,6 +17,7 @@ import { prepareClaim, prepareHeartbeat } from './claim.js';
 import { type Db, type Durability, isBusyError, openDatabase, retryBusy } from './connection.js';
 import { WRITE_SPIN_MS, readOnBusy, spinOnBusy } from './busy.js';
 import { prepareCreate } from './create.js';
+import { MIGRATIONS } from './migrations.js';
 import { FATAL_FAULTS, faultReporter, storeError, storeFault } from './faults.js';
 import { type FileGuard, createFileGuard, quickCheck } from './guard.js';
 import { prepareMoves } from './moves.js';
@@ -242,6 +243,18 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
         throw fail(err, 'quick_check');
       }
     },
+    info: async () =>
+      read('info', () => ({
+        kind: 'sqlite' as const,
+        location: path,
+        version: db.prepare<[], string>('SELECT sqlite_version()').pluck().get()!,
+        schemaVersion: db.pragma('user_version', { simple: true }) as number,
+        knownSchemaVersion: MIGRATIONS.length,
+        readonly,
+        // One file on one machine: processes meet at its lock (one writer at a time), see each
+        // other's commits through a watch of its folder, and a dead daemon is known by its pid.
+        capabilities: { multipleHosts: false, pidLiveness: true, pushWakeups: true, skipLocked: false },
+      })),
     createTasks: (inputs, creator) => write('create', (events, at) => create(inputs, creator, at, events)),
     claim: (input) => write('claim', (events, at) => claim(input, at, events)),
     heartbeat: async (input) => {
