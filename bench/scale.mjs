@@ -5,8 +5,8 @@
  *    built-in `wait`, in one daemon with 2 threads and --concurrency BENCH_INFLIGHT: wall time
  *    from the daemon's start line to all completed, and the daemon's peak RSS (VmHWM).
  * 2. Drain of BENCH_DRAIN (4000) one-tool tasks (echo, then done): the library drain
- *    (claimTask + transitionTask in this process, no loop), one daemon (2 threads, default
- *    concurrency), two daemon processes; ratios in the same run. Rate = tasks / (last
+ *    (claimTask + transitionTask in this process, no loop), one daemon (BENCH_DRAIN_WORKERS
+ *    threads, default 2; default concurrency), two daemon processes; ratios in the same run. Rate = tasks / (last
  *    task.completed − first task.claimed), from the events.
  * Fresh files per scenario in a temp folder (removed at the end).
  */
@@ -21,6 +21,8 @@ const env = (name, fallback) => Number(process.env[name] ?? fallback);
 const INFLIGHT = env('BENCH_INFLIGHT', 1000);
 const INFLIGHT_MS = env('BENCH_INFLIGHT_MS', 5000);
 const DRAIN = env('BENCH_DRAIN', 4000);
+// Worker threads of each daemon in the drain scenarios.
+const THREADS = env('BENCH_DRAIN_WORKERS', 2);
 const OPERATOR = { id: 'operator', role: 'operator' };
 const ACCEPT = { checks: [{ id: 'tools_ok', tools_subset: true }] };
 
@@ -90,7 +92,7 @@ async function daemonDrain(daemons) {
   const db = new Database(path, { readonly: true });
   const ds = [];
   try {
-    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, 2));
+    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, THREADS));
     await waitFor(() => (counts(db).completed ?? 0) >= DRAIN || undefined, 300_000, 'the drain', 20);
     for (const d of ds) await d.terminate();
     return { ...rateFromEvents(path, DRAIN), trouble: ds.flatMap((d) => troubleLines(d.lines)) };
@@ -120,7 +122,7 @@ out.push('');
 out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, one daemon, 2 threads: all done in ${fmtNum(r.inflight.wall, 2)} s, peak RSS ${fmtNum(r.inflight.rss, 0)} MB; states ${JSON.stringify(r.inflight.states)}; trouble lines ${r.inflight.trouble.length}`);
 out.push('');
 const row = (name, x) => [name, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.byAssignee.join(' / ')];
-out.push(table(['2 drain of ' + fmtInt(DRAIN), 'seconds', 'tasks/s', 'events/task', 'tasks per claimer'], [row('library (claim + transition)', r.lib), row('one daemon, 2 threads (echo card)', r.d1), row('two daemons, 2 threads each', r.d2)]));
+out.push(table(['2 drain of ' + fmtInt(DRAIN), 'seconds', 'tasks/s', 'events/task', 'tasks per claimer'], [row('library (claim + transition)', r.lib), row(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1), row(`two daemons, ${THREADS} thread(s) each`, r.d2)]));
 out.push('');
 out.push(table(['ratio', 'value', 'target'], [
   ['one daemon / library', fmtNum(r.d1.perSec / r.lib.perSec, 2), '>= 0.3'],
