@@ -191,7 +191,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   let stopping = false;
   const waiters = new Set<() => void>();
+  // Set by every wake: a commit that lands while a claim is in flight (after its look for a
+  // claimable task) must not wait for the next nap's timeout to be claimed.
+  let woken = false;
   const wakeAll = () => {
+    woken = true;
     for (const w of [...waiters]) w();
   };
   const unwatch = store.watch(wakeAll);
@@ -303,6 +307,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         await nap(1000);
         continue;
       }
+      woken = false;
       const slotId = holder.take();
       const offered = exclusiveRuns > 0 ? capabilities.filter((c) => !EXCLUSIVE_CAPABILITIES.has(c)) : capabilities;
       let claimed: ClaimedRun | null;
@@ -322,7 +327,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       }
       if (claimed === null) {
         holder.free(slotId);
-        await nap(1000);
+        // Something committed during the claim: look again at once rather than after a nap.
+        if (!woken) await nap(1000);
         continue;
       }
       const exclusive = holdsExclusive(claimed.task);
