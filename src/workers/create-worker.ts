@@ -31,21 +31,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type ClaimedTask, describeError, faultReporter } from '../engine/index.js';
 import { repeat } from './backoff.js';
-import { startHolder } from './holder.js';
+import { pidAlive, startHolder } from './holder.js';
 import { type Held, createHeldTasks } from './worker-held.js';
 import { type HandlerOutcome, createOutcomeWriter } from './worker-outcome.js';
 import { type Worker, type WorkerOptions, workerSettings } from './worker-options.js';
 
 export type { Worker, WorkerContext, WorkerHandler, WorkerOptions } from './worker-options.js';
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 const backoff = (failures: number) => Math.min(2000, 50 * 2 ** Math.min(failures, 6));
 

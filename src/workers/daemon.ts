@@ -18,7 +18,6 @@ import { BroadcastChannel } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   EngineError,
-  assertBindableName,
   type ClaimedRun,
   type ClaimedTask,
   type RunStore,
@@ -34,51 +33,17 @@ import {
   faultReporter,
   isEngineError,
 } from '../engine/index.js';
-import { type Job, checkCron } from './cron.js';
+import type { Job } from './cron.js';
+import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
+
+export { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
 import { cronWithBackoff, repeat } from './backoff.js';
 import { budgetOfTask } from './budget.js';
-import { type Holder, startHolder } from './holder.js';
+import { type Holder, pidAlive, startHolder } from './holder.js';
 import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
 import { type DaemonBroadcast, type WorkerConfig, channelName } from './protocol.js';
-
-export interface DaemonOptions {
-  dbPath: string;
-  /** @defaultValue 'normal' */
-  durability?: 'normal' | 'full';
-  /** Worker threads. @defaultValue 2 */
-  workers?: number;
-  /**
-   * Runs in flight in the whole daemon, spread over its threads (at most ceil(concurrency /
-   * workers) on one). A run waiting on a model, a tool or a timer costs memory, not a thread.
-   * `concurrency` equal to `workers` is one run per thread. @defaultValue max(64, workers)
-   */
-  concurrency?: number;
-  /** The agent name the threads claim as. @defaultValue `daemon-<host>-<pid>` */
-  agent?: string;
-  capabilities?: string[];
-  /** @defaultValue 'default' */
-  queue?: string;
-  /** @defaultValue 30000 */
-  leaseMs?: number;
-  toolModules?: string[];
-  /** Plugins loaded in every worker thread. @defaultValue [task_enforcer] */
-  plugins?: Array<{ module: string; options?: Record<string, unknown> }>;
-  breaker?: Partial<WorkerConfig['breaker']>;
-  /** @defaultValue every 5 seconds */
-  sweepCron?: string;
-  /** @defaultValue 1000 */
-  sweepGraceMs?: number;
-  /** When the scheduler looks for due fire times. @defaultValue every second */
-  schedulerCron?: string;
-  /** Compact steps and events of tasks that finished longer ago than this (off by default). */
-  retainMs?: number;
-  /** How often to look for dead daemons on this host. @defaultValue 250 */
-  deadCheckMs?: number;
-  /** One line per notable thing. @defaultValue no logging */
-  log?: (line: string) => void;
-}
 
 export interface Daemon {
   readonly id: string;
@@ -92,22 +57,10 @@ export interface Daemon {
   readonly stopped: Promise<void>;
 }
 
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 const isFatal = (err: unknown): err is EngineError => isEngineError(err) && FATAL_FAULTS.has(err.code);
 /** Store faults a run or a claim may be cut short by, that clear without a restart. */
 const isStoreFault = (code: string): boolean => code.startsWith('STORE_');
 
-const MAX_THREADS = 256;
-const MAX_CONCURRENCY = 100_000;
-export const DEFAULT_CONCURRENCY = 64;
 /**
  * Capabilities held by one run at a time in a daemon: a desktop run owns the daemon's X
  * display (its keyboard and pointer). While one runs, the daemon claims without offering
@@ -117,36 +70,6 @@ const EXCLUSIVE_CAPABILITIES: ReadonlySet<string> = new Set(['desktop']);
 const holdsExclusive = (task: ClaimedTask): boolean => task.requires.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
 /** How long in-flight steps may take to finish when a fault stops the daemon: their writes are refused anyway. */
 const FATAL_GRACE_MS = 2000;
-
-/**
- * Checks the options before anything is opened or registered; VALIDATION_FAILED names the
- * first wrong one, by `names[option]` when given (the CLI's flags), else by the option.
- */
-export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<keyof DaemonOptions, string>> = {}): void {
-  const bad = (option: keyof DaemonOptions, message: string): never => {
-    throw new EngineError('VALIDATION_FAILED', `${names[option] ?? option}: ${message}`);
-  };
-  const forever = Number.MAX_SAFE_INTEGER;
-  const whole = (option: keyof DaemonOptions, min: number, max: number, unit = '') => {
-    const value = opts[option];
-    if (value === undefined) return;
-    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-      bad(option, `${String(value)}${unit} is not a whole number ${max === forever ? `of at least ${min}${unit}` : `from ${min} to ${max}`}`);
-    }
-  };
-  whole('workers', 1, MAX_THREADS);
-  whole('concurrency', 1, MAX_CONCURRENCY);
-  whole('leaseMs', 100, forever, ' ms');
-  whole('sweepGraceMs', 0, forever, ' ms');
-  whole('retainMs', 1, forever, ' ms');
-  whole('deadCheckMs', 10, forever, ' ms');
-  if (opts.queue?.trim() === '') bad('queue', 'must not be empty');
-  if (opts.agent?.trim() === '') bad('agent', 'must not be empty');
-  // The threads claim as this agent: it may not bear the operator's or a system actor's name.
-  if (opts.agent !== undefined) assertBindableName(opts.agent, names.agent ?? 'agent');
-  if (opts.sweepCron !== undefined) checkCron(opts.sweepCron);
-  if (opts.schedulerCron !== undefined) checkCron(opts.schedulerCron);
-}
 
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   checkDaemonOptions(opts);

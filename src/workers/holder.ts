@@ -39,6 +39,16 @@ export interface HolderOptions {
   onBeat?: () => void;
 }
 
+/** Whether a process on this host lives (EPERM: it does, under another user): how peers judge a holder's pid. */
+export function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 /** Registers the holder, then beats every third of the lease. */
 export async function startHolder(opts: HolderOptions): Promise<Holder> {
   const host = hostname();
