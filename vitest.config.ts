@@ -1,12 +1,36 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * The store contract: these files run twice, once per store. Everything else runs on SQLite
+ * only. Run one half alone with `npm test -- --project sqlite` or `--project postgres`.
+ */
+export const CONTRACT = [
+  'test/engine/task-manager.*.test.ts',
+  'test/engine/tail.test.ts',
+  'test/engine/authority.test.ts',
+  'test/engine/states.test.ts',
+  'test/engine/bus.test.ts',
+  'test/engine/json-depth.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,
     // Two cores: the concurrency tests start their own processes and threads.
     maxWorkers: 2,
+    projects: [
+      { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: ['test/pg/**'] } },
+      {
+        extends: true,
+        test: {
+          name: 'postgres',
+          include: [...CONTRACT, 'test/pg/**/*.test.ts'],
+          globalSetup: ['test/pg/global-setup.ts'],
+          env: { TASKLOOP_TEST_STORE: 'postgres' },
+        },
+      },
+    ],
   },
 });

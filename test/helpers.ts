@@ -3,7 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
-import { type Actor, type TaskManager, createSqliteStore, createTaskManager, isEngineError } from '../src/engine/index.js';
+import { type Actor, type TaskManager, createTaskManager, isEngineError } from '../src/engine/index.js';
+import { newDatabase, openTaskStore } from './stores.js';
 
 export const ROOT = new URL('..', import.meta.url).pathname;
 
@@ -25,10 +26,11 @@ export function fakeClock(start = Date.UTC(2026, 0, 1)): Clock {
   return { now: () => t, advance: (ms) => void (t += ms), set: (ms) => void (t = ms) };
 }
 
-/** A TaskManager over a fresh SQLite file, closed when the test finishes. */
+/** A TaskManager over a fresh database (the test project's store), closed when the test finishes. */
 export function freshManager(opts: { clock?: Clock; path?: string } = {}): TaskManager & { path: string } {
-  const path = opts.path ?? join(tempDir(), 'tasks.db');
-  const store = createSqliteStore({ path, now: opts.clock?.now });
+  // `path`: a SQLite file, or (the postgres project) a URL naming a fresh schema (stores.ts).
+  const path = opts.path ?? newDatabase(tempDir());
+  const store = openTaskStore(path, { now: opts.clock?.now });
   const manager = createTaskManager({ store });
   onTestFinished(() => manager.close());
   return Object.assign(manager, { path });

@@ -1,6 +1,9 @@
 /**
- * The port for everything the task loop and the daemon persist besides tasks: runs and
- * steps, stop/pause controls, tool breakers shared by every worker, daemon heartbeats.
+ * The ports for everything the task loop and the daemon persist besides tasks, one per noun:
+ * runs and steps, screens, stop/pause controls, tool breakers shared by every worker, the
+ * daemons registry, approvals, run statistics, retention. An adapter fills them one by one
+ * (sqlite/ and postgres/ each have a module per noun); `RunStore` is all of them together,
+ * which is what the loop, the daemon and the surfaces take.
  * Like TaskStore, each write is one transaction with its events, and the loop's writes
  * are fenced by the claim token: a worker that lost its claim gets STALE_CLAIM.
  */
@@ -83,7 +86,8 @@ export interface ControlRequest {
   reason?: string;
 }
 
-export interface RunStore {
+/** Runs and their steps: the loop's fenced checkpoints. */
+export interface RunPort {
   /**
    * Claims a task and starts it (as TaskManager.claimTask with `start`), and opens or
    * resumes its run, in one transaction: null when nothing is claimable, and then no write
@@ -116,21 +120,34 @@ export interface RunStore {
   /** Gives the task back (shutdown): it returns to pending, the run stays open to be resumed. */
   releaseRun(fence: Fence, runId: number, reason: string): Promise<void>;
 
+  getRun(runId: number): Promise<Run & { steps: Step[]; screen: ScreenInfo | null }>;
+  runsOf(taskId: number): Promise<Run[]>;
+}
+
+/** The latest screen of a desktop run. */
+export interface ScreenPort {
+  /** The latest screen the run observed (a PNG), or null when it observed none. */
+  getScreen(runId: number): Promise<(ScreenInfo & { png: Buffer }) | null>;
+}
+
+/** Stop, pause and resume, from any process. */
+export interface ControlPort {
   getControl(taskId: number): Promise<ControlState>;
   /** Every task whose control is not `running`: one read for all the runs a thread holds. */
   listControls(): Promise<Map<number, ControlState>>;
   /** Stop, pause or resume from any process; returns the task ids affected. */
   setControl(request: ControlRequest): Promise<number[]>;
+}
 
-  getRun(runId: number): Promise<Run & { steps: Step[]; screen: ScreenInfo | null }>;
-  /** The latest screen the run observed (a PNG), or null when it observed none. */
-  getScreen(runId: number): Promise<(ScreenInfo & { png: Buffer }) | null>;
-  runsOf(taskId: number): Promise<Run[]>;
-
+/** Tool circuit breakers shared by every worker. */
+export interface BreakerPort {
   breakerAcquire(tool: string, policy: BreakerPolicy): Promise<BreakerVerdict>;
   breakerRecord(tool: string, ok: boolean, policy: BreakerPolicy, taskId?: number): Promise<BreakerState>;
   breakers(): Promise<BreakerRow[]>;
+}
 
+/** The processes that hold runs, and the recovery of those that died. */
+export interface DaemonPort {
   registerDaemon(row: Omit<DaemonRow, 'startedAt' | 'heartbeatAt'>): Promise<void>;
   /** One write per daemon: its heartbeat, and the leases of the tasks its busy slots hold. */
   heartbeatDaemon(id: string, busySlots: string[]): Promise<void>;
@@ -140,7 +157,10 @@ export interface RunStore {
   /** Lets the leases held by one worker slot run out now, so the sweep returns its task. */
   expireSlot(slotId: string): Promise<void>;
   daemons(): Promise<DaemonRow[]>;
+}
 
+/** Human approval of high-risk calls. */
+export interface ApprovalPort {
   /** Parks the run on a new approval: run waiting_approval, task waiting (lease released). */
   parkForApproval(fence: Fence, input: ParkInput, usage: Usage): Promise<Approval>;
   approvalForStep(stepId: number): Promise<Approval | undefined>;
@@ -156,10 +176,19 @@ export interface RunStore {
   /** How many approvals are in `state`: a COUNT, not capped like a page of the list (GET /metrics). */
   countApprovals(state: ApprovalState): Promise<number>;
   getApproval(id: number): Promise<Approval>;
+}
 
+/** Outcomes and timings for the monitor. */
+export interface RunStatsPort {
   /** Outcomes and timings since `since` (epoch ms), for the monitor. */
   runStats(since: number): Promise<RunStats>;
+}
 
+/** Deleting what finished long ago. */
+export interface RetentionPort {
   /** Deletes the steps and events of up to 500 tasks that finished before `before`; returns how many. */
   compact(before: number): Promise<number>;
 }
+
+/** Every port besides tasks, as one store. */
+export interface RunStore extends RunPort, ScreenPort, ControlPort, BreakerPort, DaemonPort, ApprovalPort, RunStatsPort, RetentionPort {}

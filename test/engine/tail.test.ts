@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { type TaskEvent, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { type TaskEvent, createTaskManager } from '../../src/engine/index.js';
+import { openTaskStore } from '../stores.js';
 import { ROOT, freshManager, operator } from '../helpers.js';
 
 const run = promisify(execFile);
@@ -12,7 +13,7 @@ describe('following the event log', () => {
     const seed = freshManager();
     await seed.createTask({ title: 'before' }, operator);
     // The fallback poll is set to an hour: only the change notification can wake the tail.
-    const tm = createTaskManager({ store: createSqliteStore({ path: seed.path, watchFallbackMs: 3_600_000 }) });
+    const tm = createTaskManager({ store: openTaskStore(seed.path, { watchFallbackMs: 3_600_000 }) });
     const ac = new AbortController();
     const seen: TaskEvent[] = [];
     const following = (async () => {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { createTaskManager } from '../../src/engine/index.js';
+import { openTaskStore } from '../stores.js';
 import { agent, fakeClock, freshManager, operator, system } from '../helpers.js';
 
 describe('claiming', () => {
@@ -29,7 +30,7 @@ describe('claiming', () => {
 
   it('a second claimer never gets a task that is already claimed, across connections', async () => {
     const tm = freshManager();
-    const other = createTaskManager({ store: createSqliteStore({ path: tm.path }) });
+    const other = createTaskManager({ store: openTaskStore(tm.path) });
     try {
       await tm.createTasks(Array.from({ length: 50 }, (_, i) => ({ title: `t${i}` })), operator);
       const claims = await Promise.all(

@@ -106,8 +106,9 @@ describe('idempotent creation', () => {
 
   it('holds across connections creating with the same key at once', async () => {
     const tm = freshManager();
-    const { createSqliteStore, createTaskManager } = await import('../../src/engine/index.js');
-    const others = Array.from({ length: 3 }, () => createTaskManager({ store: createSqliteStore({ path: tm.path }) }));
+    const { createTaskManager } = await import('../../src/engine/index.js');
+    const { openTaskStore } = await import('../stores.js');
+    const others = Array.from({ length: 3 }, () => createTaskManager({ store: openTaskStore(tm.path) }));
     try {
       const results = await Promise.all([tm, ...others].flatMap((m) => [m.createTask({ title: 'x', idempotencyKey: 'k' }, operator)]));
       expect(new Set(results.map((r) => r.task.id)).size).toBe(1);

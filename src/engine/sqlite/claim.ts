@@ -2,23 +2,20 @@
 import { randomUUID } from 'node:crypto';
 import { EngineError } from '../errors.js';
 import { asAgent } from '../actors.js';
-import { checkClaim, isFenced } from '../states.js';
+import { checkClaim } from '../states.js';
+import { checkClaimTarget } from '../claims.js';
+import { heartbeatRefusal } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
-import { DEFAULT_QUEUE } from './create.js';
+import { DEFAULT_LEASE_MS, DEFAULT_QUEUE } from '../creation.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, prepareGetRow, rowOf, toTask } from './rows.js';
 
-export const DEFAULT_LEASE_MS = 30_000;
+export { DEFAULT_LEASE_MS } from '../creation.js';
 
 export type Claim = (input: ClaimInput, now: number, events: TaskEvent[]) => ClaimedTask | null;
 /** Whether a claim by `input` (without a task id) would find a task now: a read, outside any transaction. */
 export type Claimable = (input: ClaimInput, now: number) => boolean;
 export type Heartbeat = (input: HeartbeatInput, now: number) => number;
-
-const ELIGIBLE = `
-  (for_agent IS NULL OR for_agent = @agent)
-  AND (requires IS NULL OR NOT EXISTS (
-    SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps))))`;
 
 // The events' data as JSON.stringify writes it (both numbers are safe integers).
 const claimedJson = (attempt: number, leaseExpiresAt: number): string =>
@@ -46,9 +43,6 @@ export function prepareClaimable(db: Db): Claimable {
 export function prepareClaim(db: Db, writer: EventWriter): Claim {
   const pick = db.prepare<unknown[], unknown[]>(pickSql(false)).raw(true);
   const pickWithCard = db.prepare<unknown[], unknown[]>(pickSql(true)).raw(true);
-  const eligible = db.prepare<Record<string, unknown>, { ok: number }>(
-    `SELECT 1 AS ok FROM tasks WHERE id = @id AND ${ELIGIBLE}`,
-  );
   const getRow = prepareGetRow(db);
   // The claimed row is the picked one with these columns set, so it is built in JS instead of
   // read back (RETURNING costs an ephemeral table and a second full row). A pending task has
@@ -61,30 +55,12 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
   const take = db.prepare(takeSql(false));
   const takeWithWorker = db.prepare(takeSql(true));
 
-  function checkTarget(input: ClaimInput, id: number, caps: string, now: number): TaskRow {
-    const row = getRow(id);
-    if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-    if (row.state !== 'pending') {
-      throw new EngineError('INVALID_TRANSITION', `task ${id} is ${row.state}; only a pending task can be claimed`, { task_id: id });
-    }
-    if (eligible.get({ id, agent: input.agent, caps }) === undefined) {
-      const need = row.for_agent !== null && row.for_agent !== input.agent ? `agent ${row.for_agent}` : `capabilities ${row.requires}`;
-      throw new EngineError('FORBIDDEN', `task ${id} is reserved for ${need}; ${input.agent} may not claim it`, { task_id: id });
-    }
-    if (row.unmet_deps > 0) {
-      throw new EngineError('INVALID_TRANSITION', `task ${id} waits for ${row.unmet_deps} unfinished dependencies`, { task_id: id });
-    }
-    if (row.run_after > now) {
-      throw new EngineError('INVALID_TRANSITION', `task ${id} may not run before ${new Date(row.run_after).toISOString()}`, { task_id: id });
-    }
-    return row;
-  }
 
   return (input, now, events) => {
     const caps = capsOf(input);
     let row: TaskRow;
     if (input.taskId !== undefined) {
-      row = checkTarget(input, input.taskId, caps, now);
+      row = checkClaimTarget(getRow(input.taskId), input, now);
     } else {
       const raw = (input.withCard === true ? pickWithCard : pick).get(input.queue ?? DEFAULT_QUEUE, now, input.agent, caps);
       if (raw === undefined) return null;
@@ -152,15 +128,6 @@ export function prepareHeartbeat(db: Db): Heartbeat {
   return (input, now) => {
     const row = extend.get({ id: input.taskId, token: input.claimToken, agent: input.agent, lease: input.leaseMs ?? null, now });
     if (row !== undefined) return row.lease_expires_at;
-    const task = getRow(input.taskId);
-    if (task === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
-    if (!isFenced(task.state)) {
-      throw new EngineError('INVALID_TRANSITION', `task ${input.taskId} is ${task.state} and holds no lease to extend`, { task_id: input.taskId });
-    }
-    throw new EngineError(
-      'STALE_CLAIM',
-      `task ${input.taskId}: claim token of ${input.agent} is not current; the task was reclaimed`,
-      { task_id: input.taskId },
-    );
+    throw heartbeatRefusal(input.taskId, input.agent, getRow(input.taskId));
   };
 }

@@ -1,52 +1,13 @@
 /** Task creation: idempotency keys, dependencies (refs inside a batch, ids outside), cycles. */
-import { EngineError } from '../errors.js';
 import type { Actor, BatchTaskInput, CreateResult, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { type EventWriter, type TaskRow, toTask } from './rows.js';
+import { dependencyRefusal } from '../task-rows.js';
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
 
-export const DEFAULT_QUEUE = 'default';
-export const DEFAULT_MAX_ATTEMPTS = 3;
-
-/**
- * The scope of a creator's idempotency keys: its own (`role:id`), so one creator's key never
- * matches another's task. The scheduler creates in `system:scheduler`, which no caller of
- * the API can name (createTasks takes no scope; only the schedule store passes one).
- */
-export const scopeOf = (creator: Actor): string => `${creator.role}:${creator.id}`;
-export const SCHEDULER_SCOPE = 'system:scheduler';
+export { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, SCHEDULER_SCOPE, scopeOf } from '../creation.js';
 
 export type CreateTasks = (inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope?: string) => CreateResult[];
-
-/** Refuses a batch whose refs form a cycle, naming the refs on it. */
-function checkAcyclic(inputs: BatchTaskInput[]): void {
-  const byRef = new Map<string, BatchTaskInput>();
-  for (const input of inputs) {
-    if (input.ref === undefined) continue;
-    if (byRef.has(input.ref)) throw new EngineError('VALIDATION_FAILED', `ref ${input.ref} is used by two tasks of the batch`);
-    byRef.set(input.ref, input);
-  }
-  const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (ref: string, path: string[]): void => {
-    const mark = state.get(ref);
-    if (mark === 'done') return;
-    if (mark === 'visiting') {
-      const cycle = [...path.slice(path.indexOf(ref)), ref];
-      throw new EngineError('DEPENDENCY_CYCLE', `dependencies form a cycle: ${cycle.join(' -> ')}`, { cycle });
-    }
-    state.set(ref, 'visiting');
-    for (const dep of byRef.get(ref)?.dependsOnRefs ?? []) {
-      if (!byRef.has(dep)) throw new EngineError('VALIDATION_FAILED', `ref ${ref} depends on unknown ref ${dep}`);
-      visit(dep, [...path, ref]);
-    }
-    state.set(ref, 'done');
-  };
-  for (const input of inputs) {
-    if ((input.dependsOnRefs?.length ?? 0) > 0 && input.ref === undefined) {
-      throw new EngineError('VALIDATION_FAILED', 'a task with depends_on_refs needs a ref of its own');
-    }
-    if (input.ref !== undefined) visit(input.ref, []);
-  }
-}
 
 export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
   const byKey = db.prepare<[string, string], TaskRow>('SELECT * FROM tasks WHERE idempotency_scope = ? AND idempotency_key = ?');
@@ -88,11 +49,9 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
       let unmet = 0;
       for (const dep of deps) {
         const row = stateOf.get(dep);
-        if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `dependency ${dep} does not exist`, { task_id: dep });
-        if (row.state === 'failed' || row.state === 'cancelled') {
-          throw new EngineError('VALIDATION_FAILED', `dependency ${dep} is ${row.state}; a new task cannot wait for it`, { task_id: dep });
-        }
-        if (row.state !== 'completed') unmet++;
+        const refusal = dependencyRefusal(dep, row?.state);
+        if (refusal !== null) throw refusal;
+        if (row!.state !== 'completed') unmet++;
       }
       const depList = [...deps].sort((a, b) => a - b);
       const createdEventId = nextEventId.get()!;
@@ -142,20 +101,4 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
     for (const input of inputs) results.push(resultAt.get(input)!);
     return results;
   };
-}
-
-/** Batch inputs ordered so that every ref comes after the refs it depends on (already acyclic). */
-function topoOrder(inputs: BatchTaskInput[]): BatchTaskInput[] {
-  if (!inputs.some((i) => (i.dependsOnRefs?.length ?? 0) > 0)) return inputs;
-  const byRef = new Map(inputs.filter((i) => i.ref !== undefined).map((i) => [i.ref!, i]));
-  const out: BatchTaskInput[] = [];
-  const seen = new Set<BatchTaskInput>();
-  const visit = (input: BatchTaskInput): void => {
-    if (seen.has(input)) return;
-    seen.add(input);
-    for (const ref of input.dependsOnRefs ?? []) visit(byRef.get(ref)!);
-    out.push(input);
-  };
-  inputs.forEach(visit);
-  return out;
 }

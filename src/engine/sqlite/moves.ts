@@ -6,22 +6,14 @@
  * since this always runs inside the caller's transaction, writes nothing.
  */
 import { systemActor } from '../actors.js';
-import { EngineError } from '../errors.js';
-import { checkMove, isTerminal } from '../states.js';
-import type { Actor, TaskEvent, TaskState } from '../types.js';
+import { isTerminal } from '../states.js';
+import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, rowOf } from './rows.js';
+import { abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 
-export interface MoveSpec {
-  to: TaskState;
-  actor: Actor;
-  /** Event type; `task.transitioned` unless the move is a cancel or a sweep. */
-  type?: string;
-  reason?: string;
-  /** Stored as the task's result when defined. */
-  result?: unknown;
-  data?: Record<string, unknown>;
-}
+export type { MoveSpec } from '../task-rows.js';
+import type { MoveSpec } from '../task-rows.js';
 
 /**
  * Writes the move and returns the full updated row. `row` must be the task as stored now,
@@ -70,52 +62,6 @@ export function moveParts(apply: ApplyMove): MoveParts | undefined {
   return parts.get(apply);
 }
 
-/** The row after a move to `to`: the columns the move resets; everything else is kept. */
-function movedRow(row: TaskRow, to: TaskState, now: number, result: string | null): TaskRow {
-  let assignee = row.assignee;
-  let claimToken = row.claim_token;
-  let workerId: string | null = null;
-  let leaseExpiresAt: number | null = null;
-  if (to === 'pending') {
-    assignee = null;
-    claimToken = null;
-  } else if (to === 'in_progress' || to === 'claimed') {
-    workerId = row.worker_id;
-    leaseExpiresAt = now + (row.lease_ms ?? 30_000);
-  } else if (to !== 'waiting' && to !== 'review') {
-    // waiting and review release the lease; the assignee stays on record (and, for review,
-    // keeps its token so a reviewer's rework request hands the task back to the same claim).
-    claimToken = null;
-  }
-  return {
-    id: row.id,
-    title: row.title,
-    state: to,
-    priority: row.priority,
-    creator: row.creator,
-    assignee,
-    claim_token: claimToken,
-    worker_id: workerId,
-    attempts: row.attempts,
-    max_attempts: row.max_attempts,
-    queue: row.queue,
-    for_agent: row.for_agent,
-    requires: row.requires,
-    depends_on: row.depends_on,
-    idempotency_key: row.idempotency_key,
-    run_after: row.run_after,
-    unmet_deps: row.unmet_deps,
-    lease_ms: row.lease_ms,
-    lease_expires_at: leaseExpiresAt,
-    stale_since: null,
-    created_at: row.created_at,
-    updated_at: now,
-    card: row.card,
-    result,
-    creator_role: row.creator_role,
-    last_event_id: row.last_event_id,
-  };
-}
 
 // What a staged row changed since the stored one, beyond the columns every move writes.
 const SYSTEM = systemActor('system');
@@ -148,14 +94,8 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     .raw(true);
 
   const stage: MoveParts['stage'] = (row, spec, now, events, staged) => {
-    const verdict = checkMove({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee }, spec.to, spec.actor);
-    if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id, state: row.state });
+    const { next, event } = stageMove(row, spec, now);
     const newResult = spec.result !== undefined;
-    const next = movedRow(row, spec.to, now, newResult ? JSON.stringify(spec.result) : row.result);
-    const type = spec.type ?? (spec.to === 'cancelled' ? 'task.cancelled' : 'task.transitioned');
-    const data: Record<string, unknown> = { from: row.state, to: spec.to, ...spec.data };
-    if (spec.reason !== undefined) data.reason = spec.reason;
-    const event: TaskEvent = { id: 0, taskId: row.id, type, actor: spec.actor.id, actorRole: spec.actor.role, data, createdAt: now };
     events.push(event);
     staged.events.push(event);
     // States are plain identifiers: for the bare {from, to} this is what JSON.stringify writes.
@@ -204,24 +144,11 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
   function closeOpenRun(row: TaskRow, now: number, events: TaskEvent[]): void {
     const run = openRun.get(row.id);
     if (run === undefined) return;
-    const phase = row.state === 'cancelled' ? 'cancelled' : 'failed';
-    const stopReason = row.state === 'cancelled' ? 'task_cancelled' : 'task_failed';
     const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
-    const envelope = {
-      run_id: run.id,
-      task_id: row.id,
-      phase,
-      stop_reason: stopReason,
-      goal_progress: { completed: [], pending: [] },
-      side_effects: [],
-      evidence: [],
-      acceptance: null,
-      trace: { used_tools: [], rejected_calls: [], pending_ids: [], step_count: steps },
-      safe_resume: { condition: `none: the task was ${row.state} outside its run; its steps are the record`, checkpoint_version: run.checkpoint_version },
-    };
-    endRun.run(phase, stopReason, JSON.stringify(envelope), now, run.id);
-    stopControl.run(row.id, stopReason, now);
-    events.push(writer.append(row.id, 'run.finished', SYSTEM, { run_id: run.id, phase, stop_reason: stopReason }, now));
+    const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version);
+    endRun.run(envelope.phase, envelope.stop_reason, JSON.stringify(envelope), now, run.id);
+    stopControl.run(row.id, envelope.stop_reason, now);
+    events.push(writer.append(row.id, 'run.finished', SYSTEM, { run_id: run.id, phase: envelope.phase, stop_reason: envelope.stop_reason }, now));
   }
 
   const apply: ApplyMove = (row, spec, now, events) => {
@@ -237,14 +164,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
  * pending, or failed when its last attempt was spent. Returns where it went.
  */
 export function reclaim(apply: ApplyMove, row: TaskRow, reason: string, now: number, events: TaskEvent[]): 'pending' | 'failed' {
-  const exhausted = row.attempts >= row.max_attempts;
-  const to = exhausted ? 'failed' : 'pending';
-  apply(row, {
-    to,
-    actor: systemActor('sweeper'),
-    type: 'task.stale_reclaimed',
-    reason: exhausted ? `${reason} on attempt ${row.attempts} of ${row.max_attempts}` : reason,
-    data: { attempt: row.attempts, previous_assignee: row.assignee },
-  }, now, events);
-  return to;
+  const spec = reclaimSpec(row, reason);
+  apply(row, spec, now, events);
+  return spec.to as 'pending' | 'failed';
 }

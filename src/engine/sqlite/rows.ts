@@ -1,47 +1,10 @@
 /** Row shapes of the SQLite schema and their mapping to engine types; the event writer. */
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './connection.js';
-import type { Actor, ActorRole, Card, Task, TaskEvent, TaskState } from '../types.js';
+import type { Actor, ActorRole, TaskEvent, TaskState } from '../types.js';
+import type { TaskRow } from '../task-rows.js';
 
-export interface TaskRow {
-  id: number;
-  title: string;
-  state: TaskState;
-  priority: number;
-  creator: string;
-  creator_role: ActorRole;
-  assignee: string | null;
-  claim_token: string | null;
-  worker_id: string | null;
-  attempts: number;
-  max_attempts: number;
-  queue: string;
-  for_agent: string | null;
-  requires: string | null;
-  depends_on: string | null;
-  idempotency_key: string | null;
-  run_after: number;
-  unmet_deps: number;
-  lease_ms: number | null;
-  lease_expires_at: number | null;
-  stale_since: number | null;
-  created_at: number;
-  updated_at: number;
-  card: string;
-  result: string | null;
-  /** The newest of the task's own events (the head of its chain, see the migration). */
-  last_event_id: number | null;
-}
-
-export interface EventRow {
-  id: number;
-  task_id: number | null;
-  type: string;
-  actor: string;
-  actor_role: ActorRole;
-  data: string;
-  created_at: number;
-}
+export { type EventRow, type TaskRow, toEvent, toTask } from '../task-rows.js';
 
 /**
  * The columns of TaskRow in order. Hot-path statements select (or return) exactly these in
@@ -93,43 +56,6 @@ export function prepareGetRow(db: Db): (id: number) => TaskRow | undefined {
   return (id) => {
     const a = stmt.get(id);
     return a === undefined ? undefined : rowOf(a);
-  };
-}
-
-export function toTask(row: TaskRow): Task {
-  return {
-    id: row.id,
-    title: row.title,
-    state: row.state,
-    priority: row.priority,
-    creator: row.creator,
-    creatorRole: row.creator_role,
-    assignee: row.assignee,
-    attempts: row.attempts,
-    maxAttempts: row.max_attempts,
-    dependsOn: row.depends_on === null ? [] : (JSON.parse(row.depends_on) as number[]),
-    queue: row.queue,
-    forAgent: row.for_agent,
-    requires: row.requires === null ? [] : (JSON.parse(row.requires) as string[]),
-    idempotencyKey: row.idempotency_key,
-    runAfter: row.run_after,
-    createdAt: row.created_at,
-    updatedAt: row.updated_at,
-    leaseExpiresAt: row.lease_expires_at,
-    card: JSON.parse(row.card) as Card,
-    result: row.result === null ? null : (JSON.parse(row.result) as unknown),
-  };
-}
-
-export function toEvent(row: EventRow): TaskEvent {
-  return {
-    id: row.id,
-    taskId: row.task_id,
-    type: row.type,
-    actor: row.actor,
-    actorRole: row.actor_role,
-    data: JSON.parse(row.data) as Record<string, unknown>,
-    createdAt: row.created_at,
   };
 }
 

@@ -1,6 +1,6 @@
 /** Fenced transitions, and the two-phase stale sweep. */
 import { EngineError } from '../errors.js';
-import { isAssignee, isFenced } from '../states.js';
+import { checkFence } from '../task-rows.js';
 import type { SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Db } from './connection.js';
 import { type ApplyMove, moveParts, noMovesStaged, reclaim } from './moves.js';
@@ -30,20 +30,8 @@ export function prepareTransition(db: Db, apply: ApplyMove): Transition {
     staged.hasDependents = raw[TASK_COLUMN_COUNT] === 1;
     const steps = [{ to: input.to, actor: input.actor, reason: input.reason, result: input.result }, ...(input.then ?? [])];
     for (const step of steps) {
-      // Fencing first: a token that is not the current one means the claim was lost,
-      // whatever the actor or state now is.
-      if (input.claimToken !== undefined && input.claimToken !== row.claim_token) {
-        throw new EngineError(
-          'STALE_CLAIM',
-          `task ${row.id}: the claim token presented by ${step.actor.id} is not current (the task was reclaimed or finished)`,
-          { task_id: row.id, state: row.state },
-        );
-      }
-      if (input.claimToken === undefined && isFenced(row.state) && isAssignee(row, step.actor)) {
-        throw new EngineError('VALIDATION_FAILED', `task ${row.id} is ${row.state}: its assignee must present the claim token`, {
-          task_id: row.id,
-        });
-      }
+      // Fencing first (task-rows.ts): a token that is not the current one means the claim was lost.
+      checkFence(row, input.claimToken, step.actor);
       // stage asks the state machine (see moves.ts).
       row = stage(row, { to: step.to, actor: step.actor, reason: step.reason, result: step.result }, now, events, staged);
     }

@@ -1,0 +1,65 @@
+/**
+ * A claim's rules that hold on every store: whether a named task may be claimed by this
+ * claimer now, and what taking it writes (the row's lease columns and the claim's events).
+ * The adapters only find the row and write what this returns.
+ */
+import { randomUUID } from 'node:crypto';
+import { asAgent } from './actors.js';
+import { DEFAULT_LEASE_MS } from './creation.js';
+import { EngineError } from './errors.js';
+import { checkClaim } from './states.js';
+import type { TaskRow } from './task-rows.js';
+import type { ClaimInput, TaskEvent } from './types.js';
+
+/** Whether a task that requires `requires` (JSON text or null) may go to a claimer with `capabilities`. */
+export function hasCapabilities(requires: string | null, capabilities: readonly string[] | undefined): boolean {
+  if (requires === null) return true;
+  const have = new Set(capabilities ?? []);
+  return (JSON.parse(requires) as string[]).every((c) => have.has(c));
+}
+
+/** Refuses a claim of the task named by `input.taskId` that is not claimable by this claimer now. */
+export function checkClaimTarget(row: TaskRow | undefined, input: ClaimInput, now: number): TaskRow {
+  const id = input.taskId!;
+  if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
+  if (row.state !== 'pending') {
+    throw new EngineError('INVALID_TRANSITION', `task ${id} is ${row.state}; only a pending task can be claimed`, { task_id: id });
+  }
+  const forOther = row.for_agent !== null && row.for_agent !== input.agent;
+  if (forOther || !hasCapabilities(row.requires, input.capabilities)) {
+    const need = forOther ? `agent ${row.for_agent}` : `capabilities ${row.requires}`;
+    throw new EngineError('FORBIDDEN', `task ${id} is reserved for ${need}; ${input.agent} may not claim it`, { task_id: id });
+  }
+  if (row.unmet_deps > 0) {
+    throw new EngineError('INVALID_TRANSITION', `task ${id} waits for ${row.unmet_deps} unfinished dependencies`, { task_id: id });
+  }
+  if (row.run_after > now) {
+    throw new EngineError('INVALID_TRANSITION', `task ${id} may not run before ${new Date(row.run_after).toISOString()}`, { task_id: id });
+  }
+  return row;
+}
+
+/**
+ * Takes the claim on `row` (as read in the claiming transaction): asks the state machine,
+ * then sets the lease columns on the row in place and returns the claim's events (ids 0
+ * until written) and its fresh token.
+ */
+export function takeClaim(row: TaskRow, input: ClaimInput, now: number): { token: string; events: TaskEvent[] } {
+  const verdict = checkClaim({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee }, asAgent(input.agent));
+  if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
+  const token = randomUUID();
+  const lease = input.leaseMs ?? DEFAULT_LEASE_MS;
+  row.state = input.start === true ? 'in_progress' : 'claimed';
+  row.assignee = input.agent;
+  row.claim_token = token;
+  row.attempts += 1;
+  row.lease_ms = lease;
+  row.lease_expires_at = now + lease;
+  row.stale_since = null;
+  row.updated_at = now;
+  if (input.workerId !== undefined) row.worker_id = input.workerId;
+  const event = (type: string, data: Record<string, unknown>): TaskEvent => ({ id: 0, taskId: row.id, type, actor: input.agent, actorRole: 'agent', data, createdAt: now });
+  const events = [event('task.claimed', { from: 'pending', to: 'claimed', attempt: row.attempts, lease_expires_at: row.lease_expires_at })];
+  if (input.start === true) events.push(event('task.transitioned', { from: 'claimed', to: 'in_progress' }));
+  return { token, events };
+}

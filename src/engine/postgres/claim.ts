@@ -1,0 +1,71 @@
+/**
+ * Claims and heartbeats on PostgreSQL. The best claimable task is taken with
+ * `FOR UPDATE SKIP LOCKED`: claimers never wait for a row another claimer holds, and exactly
+ * one wins each task. The claim's rules (who may claim, what it writes) are claims.ts's.
+ */
+import { checkClaimTarget, takeClaim } from '../claims.js';
+import { DEFAULT_QUEUE } from '../creation.js';
+import { type TaskRow, heartbeatRefusal, toTask } from '../task-rows.js';
+import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
+import { NOW_MS, type Query } from './connection.js';
+import { appendEvents, lockTask } from './moves.js';
+
+const capsOf = (input: ClaimInput): string => JSON.stringify(input.capabilities ?? []);
+
+// tasks_claimable holds (queue, priority DESC, id) of the pending tasks with no unmet
+// dependency: the first eligible entry is the claim. Capabilities are JSON text: a task's
+// requirements must be contained in the claimer's.
+const pickSql = (withCard: boolean, columns: string, lock: boolean) =>
+  `SELECT ${columns} FROM tasks
+   WHERE state = 'pending' AND unmet_deps = 0 AND queue = $1 AND run_after <= $2
+     AND (for_agent IS NULL OR for_agent = $3)
+     AND (requires IS NULL OR requires::jsonb <@ $4::jsonb)${withCard ? "\n     AND card <> '{}'" : ''}
+   ORDER BY priority DESC, id LIMIT 1${lock ? ' FOR UPDATE SKIP LOCKED' : ''}`;
+
+/** Whether a claim by `input` (without a task id) would find a task now: a read, no lock taken. */
+export async function claimable(q: Query, input: ClaimInput, now: number): Promise<boolean> {
+  const rows = await q(pickSql(input.withCard === true, 'id', false), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
+  return rows.length > 0;
+}
+
+/** Claims inside the caller's transaction: the claimed task, or null when none is claimable. */
+export async function claimTask(q: Query, input: ClaimInput, now: number, events: TaskEvent[]): Promise<ClaimedTask | null> {
+  let row: TaskRow;
+  if (input.taskId !== undefined) {
+    row = checkClaimTarget(await lockTask(q, input.taskId), input, now);
+  } else {
+    const [picked] = await q<TaskRow & Record<string, unknown>>(pickSql(input.withCard === true, '*', true), [
+      input.queue ?? DEFAULT_QUEUE,
+      now,
+      input.agent,
+      capsOf(input),
+    ]);
+    if (picked === undefined) return null;
+    row = picked;
+  }
+  const taken = takeClaim(row, input, now);
+  await appendEvents(q, taken.events);
+  events.push(...taken.events);
+  row.last_event_id = taken.events[taken.events.length - 1]!.id;
+  await q(
+    `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, attempts = $4, lease_ms = $5, lease_expires_at = $6,
+       stale_since = NULL, updated_at = $7, last_event_id = $8, worker_id = $9 WHERE id = $10`,
+    [row.state, row.assignee, row.claim_token, row.attempts, row.lease_ms, row.lease_expires_at, now, row.last_event_id, row.worker_id, row.id],
+  );
+  const task = toTask(row) as ClaimedTask;
+  task.claimToken = taken.token;
+  return task;
+}
+
+/** Extends a lease, in one statement on the database's clock (or the test clock, `now`). */
+export async function heartbeat(q: Query, input: HeartbeatInput, now: number | undefined): Promise<number> {
+  const [row] = await q<{ lease_expires_at: number }>(
+    `UPDATE tasks SET lease_expires_at = coalesce($5::bigint, ${NOW_MS}) + coalesce($4::bigint, lease_ms), stale_since = NULL
+     WHERE id = $1 AND claim_token = $2 AND assignee = $3 AND state IN ('claimed', 'in_progress')
+     RETURNING lease_expires_at`,
+    [input.taskId, input.claimToken, input.agent, input.leaseMs ?? null, now ?? null],
+  );
+  if (row !== undefined) return row.lease_expires_at;
+  const [task] = await q<TaskRow & Record<string, unknown>>('SELECT * FROM tasks WHERE id = $1', [input.taskId]);
+  throw heartbeatRefusal(input.taskId, input.agent, task);
+}

@@ -1,0 +1,216 @@
+/**
+ * The PostgreSQL connection: one `pg` pool per store, transactions in the database's time,
+ * retries of serialization failures and deadlocks, and the server's faults named.
+ *
+ * Options ride on the URL, and are taken off it before `pg` sees it:
+ * - `schema=<name>`: the schema holding taskloop's tables (created if missing); several
+ *   taskloop installations can share one database this way. @defaultValue `taskloop`
+ * - `wakeups=poll`: no LISTEN connection, for a pooler in transaction mode (PgBouncer),
+ *   which cannot hold a LISTEN. @defaultValue `listen`
+ * - `pool=<n>`: connections in this store's pool. @defaultValue see `poolSizeFor`
+ */
+import pg from 'pg';
+import { EngineError, type ErrorCode, describeError } from '../errors.js';
+
+export interface PgLocation {
+  /** The URL as `pg` takes it: ours options removed. */
+  connectionString: string;
+  /** The URL without its password, for messages and `taskloop info`. */
+  display: string;
+  schema: string;
+  wakeups: 'listen' | 'poll';
+  poolSize: number | undefined;
+}
+
+const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** Parses a `postgres://` URL and taskloop's own options on it; VALIDATION_FAILED names what is wrong. */
+export function parsePgUrl(url: string): PgLocation {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new EngineError('VALIDATION_FAILED', `'${redact(url)}' is not a valid postgres:// URL`);
+  }
+  if (parsed.protocol !== 'postgres:' && parsed.protocol !== 'postgresql:') {
+    throw new EngineError('VALIDATION_FAILED', `'${redact(url)}': only postgres:// and postgresql:// URLs name a database`);
+  }
+  const schema = parsed.searchParams.get('schema') ?? 'taskloop';
+  if (!SCHEMA.test(schema)) {
+    throw new EngineError('VALIDATION_FAILED', `schema '${schema}' must be 1 to 63 lowercase letters, digits or _, starting with a letter or _`);
+  }
+  const wakeups = parsed.searchParams.get('wakeups') ?? 'listen';
+  if (wakeups !== 'listen' && wakeups !== 'poll') throw new EngineError('VALIDATION_FAILED', `wakeups '${wakeups}' is not listen or poll`);
+  const pool = parsed.searchParams.get('pool');
+  const poolSize = pool === null ? undefined : Number(pool);
+  if (poolSize !== undefined && !(Number.isInteger(poolSize) && poolSize >= 1 && poolSize <= 100)) {
+    throw new EngineError('VALIDATION_FAILED', `pool '${pool}' is not a whole number from 1 to 100`);
+  }
+  for (const key of ['schema', 'wakeups', 'pool']) parsed.searchParams.delete(key);
+  return { connectionString: parsed.toString(), display: redact(parsed.toString()), schema, wakeups, poolSize };
+}
+
+/** The URL with its password replaced by `…`. */
+export function redact(url: string): string {
+  return url.replace(/(\/\/[^:@/]*):[^@/]*@/, '$1:…@');
+}
+
+/**
+ * The pool size when the URL does not set one: each run in flight holds a connection only
+ * while it writes (a transaction lasts a few round trips), so a quarter of a thread's runs
+ * in flight, at least 2 and at most 10. A daemon with 2 threads and `--concurrency 64` opens
+ * 2 × 8 connections for its threads, plus 2 for its claimer and one LISTEN connection per
+ * store: about 20 per daemon process. Size `max_connections` for your daemons from this.
+ */
+export function poolSizeFor(runsInFlight = 8): number {
+  return Math.max(2, Math.min(10, Math.ceil(runsInFlight / 4)));
+}
+
+/** The milliseconds since the epoch, in the database's clock. */
+export const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)::bigint';
+
+// int8 (ids, epoch ms, counts) as numbers: every value taskloop stores is a safe integer.
+const types = {
+  getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
+    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+export type Query = <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[]) => Promise<R[]>;
+
+export interface PgConnection {
+  readonly location: PgLocation;
+  /** A statement outside any explicit transaction (autocommit). */
+  query: Query;
+  /** Several statements without parameters in one round trip, each with its own snapshot; their rows in order. */
+  multi(text: string): Promise<Array<Array<Record<string, unknown>>>>;
+  /**
+   * Runs `body` in one READ COMMITTED transaction. `now` is the database's clock when the
+   * transaction began (or the test clock). Serialization failures and deadlocks roll back
+   * and run `body` again, so `body` must only write through `q`. `notify` is sent with the
+   * commit when the body says it changed something that other processes wait for.
+   */
+  tx<T>(what: string, body: (q: Query, now: number) => Promise<T>, notify?: (value: T) => boolean): Promise<T>;
+  /** The clock the store runs on: the database's, unless a test pinned one. */
+  now(): Promise<number>;
+  /** A client outside the pool (the LISTEN connection). */
+  dedicated(): pg.Client;
+  readonly channel: string;
+  close(): Promise<void>;
+}
+
+const RETRIED = new Set(['40001', '40P01']);
+const MAX_TRIES = 20;
+
+export function connectPg(location: PgLocation, opts: { now?: () => number; poolSize?: number } = {}): PgConnection {
+  const config: pg.PoolConfig = {
+    connectionString: location.connectionString,
+    // Unquoted: the name was checked against SCHEMA, and public stays reachable for extensions.
+    options: `-c search_path=${location.schema},public`,
+    max: location.poolSize ?? opts.poolSize ?? poolSizeFor(),
+    types,
+    connectionTimeoutMillis: 10_000,
+    idleTimeoutMillis: 30_000,
+    application_name: 'taskloop',
+  };
+  const pool = new pg.Pool(config);
+  // An idle client whose server went away: the pool drops it; the next query meets the fault.
+  pool.on('error', () => undefined);
+  const channel = `taskloop_${location.schema}`;
+  const fixed = opts.now;
+
+  const fail = (err: unknown, what: string): unknown => pgFault(err, location.display, what);
+
+  const query: Query = async (text, params) => {
+    try {
+      return (await pool.query(text, params as unknown[])).rows;
+    } catch (err) {
+      throw fail(err, 'query');
+    }
+  };
+
+  async function tx<T>(what: string, body: (q: Query, now: number) => Promise<T>, notify?: (value: T) => boolean): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient;
+      try {
+        client = await pool.connect();
+      } catch (err) {
+        throw fail(err, what);
+      }
+      let broken: unknown;
+      try {
+        const begun = (await client.query(`BEGIN; SELECT ${NOW_MS} AS now`)) as unknown as pg.QueryResult[];
+        const now = fixed?.() ?? (begun[1]!.rows[0] as { now: number }).now;
+        const q: Query = async (text, params) => (await client.query(text, params as unknown[])).rows;
+        const value = await body(q, now);
+        await client.query(notify?.(value) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT');
+        return value;
+      } catch (err) {
+        broken = err;
+        await client.query('ROLLBACK').catch(() => undefined);
+        const code = (err as { code?: unknown }).code;
+        if (typeof code === 'string' && RETRIED.has(code) && attempt < MAX_TRIES) {
+          await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
+          continue;
+        }
+        if (typeof code === 'string' && RETRIED.has(code)) {
+          throw new EngineError('STORE_BUSY', `${what} on ${location.display}: still conflicting after ${MAX_TRIES} tries (${code}); nothing was written`);
+        }
+        throw fail(err, what);
+      } finally {
+        // A connection that failed mid-transaction is not given back for reuse.
+        client.release(broken !== undefined && isConnectionError(broken) ? (broken as Error) : undefined);
+      }
+    }
+  }
+
+  const multi = async (text: string): Promise<Array<Array<Record<string, unknown>>>> => {
+    try {
+      const results = (await pool.query(text)) as unknown as pg.QueryResult[];
+      return results.map((r) => r.rows);
+    } catch (err) {
+      throw fail(err, 'query');
+    }
+  };
+
+  return {
+    location,
+    query,
+    multi,
+    tx,
+    now: async () => fixed?.() ?? (await query<{ now: number }>(`SELECT ${NOW_MS} AS now`))[0]!.now,
+    dedicated: () => new pg.Client({ ...config, max: undefined } as pg.ClientConfig),
+    channel,
+    close: () => pool.end(),
+  };
+}
+
+const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'ENOTFOUND', 'EAI_AGAIN', 'EPIPE', 'EHOSTUNREACH']);
+
+function isConnectionError(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && (CONNECTION_CODES.has(code) || code.startsWith('08') || code === '57P01' || code === '57P02' || code === '57P03')) return true;
+  const message = (err as { message?: unknown } | null)?.message;
+  return typeof message === 'string' && /Connection terminated|connection timeout|timeout exceeded when trying to connect/i.test(message);
+}
+
+/** SQLSTATE classes and codes that are faults of the server rather than refusals or bugs. */
+function faultOf(err: unknown): ErrorCode | undefined {
+  if (isConnectionError(err)) return 'STORE_UNAVAILABLE';
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return undefined;
+  if (code === '28P01' || code === '28000' || code === '53300') return 'STORE_UNAVAILABLE';
+  if (code === '3D000') return 'STORE_NOT_FOUND';
+  if (code === '53100') return 'STORE_FULL';
+  if (code === '25006' || code === '42501') return 'STORE_READONLY';
+  if (code === 'XX001' || code === 'XX002') return 'STORE_CORRUPT';
+  if (code.startsWith('58')) return 'STORE_IO';
+  return undefined;
+}
+
+/** The engine error for a server fault met doing `what`; anything else is returned as it is. */
+export function pgFault(err: unknown, where: string, what: string): unknown {
+  const code = faultOf(err);
+  if (code === undefined) return err;
+  const sqlstate = (err as { code?: unknown }).code;
+  return new EngineError(code, `${what} on ${where}: ${describeError(err)}`, { location: where, ...(typeof sqlstate === 'string' ? { sqlstate } : {}) });
+}

@@ -1,0 +1,114 @@
+/**
+ * Applying a move on PostgreSQL: the state machine's check (stageMove, shared with SQLite),
+ * the row update, its events, and what the move means for dependents and for an open run.
+ * Every move of a task's state after its claim passes here, inside the caller's transaction,
+ * on a row the caller locked (`lockTask`): a move the state machine refuses throws, and the
+ * transaction rolls back whole.
+ */
+import { systemActor } from '../actors.js';
+import { isTerminal } from '../states.js';
+import { type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
+import type { Actor, TaskEvent } from '../types.js';
+import type { Query } from './connection.js';
+
+const SYSTEM = systemActor('system');
+
+/** The task's row, locked for this transaction; undefined when there is no such task. */
+export async function lockTask(q: Query, id: number): Promise<TaskRow | undefined> {
+  return (await q<TaskRow & Record<string, unknown>>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [id]))[0];
+}
+
+/** Appends events in order (one statement) and sets their ids. */
+export async function appendEvents(q: Query, events: TaskEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  const values: string[] = [];
+  const params: unknown[] = [];
+  for (const e of events) {
+    const n = params.length;
+    values.push(`($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6})`);
+    params.push(e.taskId, e.type, e.actor, e.actorRole, JSON.stringify(e.data), e.createdAt);
+  }
+  const rows = await q<{ id: number }>(
+    `INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id`,
+    params,
+  );
+  // Ids are taken row by row, in order: the ascending ids are the events' in order.
+  const ids = rows.map((r) => r.id).sort((a, b) => a - b);
+  events.forEach((e, i) => (e.id = ids[i]!));
+}
+
+/** One event outside a task's own moves (run.*, breaker.* …), written now. */
+export async function appendEvent(q: Query, taskId: number | null, type: string, actor: Actor, data: Record<string, unknown>, at: number): Promise<TaskEvent> {
+  const event: TaskEvent = { id: 0, taskId, type, actor: actor.id, actorRole: actor.role, data, createdAt: at };
+  await appendEvents(q, [event]);
+  return event;
+}
+
+/** Writes the row a move (or several staged moves, the last one's row) left, with their events. */
+export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], now: number, events: TaskEvent[]): Promise<TaskRow> {
+  await appendEvents(q, staged);
+  if (staged.length > 0) row.last_event_id = staged[staged.length - 1]!.id;
+  await q(
+    `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, worker_id = $4, lease_expires_at = $5, stale_since = NULL,
+       updated_at = $6, result = $7, last_event_id = $8 WHERE id = $9`,
+    [row.state, row.assignee, row.claim_token, row.worker_id, row.lease_expires_at, now, row.result, row.last_event_id, row.id],
+  );
+  if (row.state === 'completed') {
+    await q('UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', [row.id]);
+  } else if (isTerminal(row.state)) {
+    await closeOpenRun(q, row, now, events);
+    // A dependency that can never complete: its dependents can never run, so they are
+    // cancelled now (recursively) rather than left pending forever.
+    const dependents = await q<TaskRow & Record<string, unknown>>(
+      `SELECT t.* FROM task_deps d JOIN tasks t ON t.id = d.task_id
+       WHERE d.depends_on = $1 AND t.state NOT IN ('completed', 'failed', 'cancelled') ORDER BY t.id FOR UPDATE OF t`,
+      [row.id],
+    );
+    for (const dep of dependents) {
+      await applyMove(q, dep, { to: 'cancelled', actor: SYSTEM, reason: `dependency ${row.id} ended ${row.state}` }, now, events);
+    }
+  }
+  return row;
+}
+
+/** One move of a locked row: checked, written, and followed through. Returns the new row. */
+export async function applyMove(q: Query, row: TaskRow, spec: MoveSpec, now: number, events: TaskEvent[]): Promise<TaskRow> {
+  const { next, event } = stageMove(row, spec, now);
+  events.push(event);
+  return commitMoves(q, next, [event], now, events);
+}
+
+/** Takes a task away from a claim that is gone (lease ran out, daemon died); returns where it went. */
+export async function reclaimTask(q: Query, row: TaskRow, reason: string, now: number, events: TaskEvent[]): Promise<'pending' | 'failed'> {
+  const spec = reclaimSpec(row, reason);
+  await applyMove(q, row, spec, now, events);
+  return spec.to as 'pending' | 'failed';
+}
+
+/**
+ * A task that fails or is cancelled outside its run must not leave that run open: it is
+ * ended here with an envelope that says so, and a stop is recorded so a loop still running
+ * aborts its tool call at once (its next fenced write would be refused anyway).
+ */
+async function closeOpenRun(q: Query, row: TaskRow, now: number, events: TaskEvent[]): Promise<void> {
+  const [run] = await q<{ id: number; usage: string; checkpoint_version: number }>(
+    'SELECT id, usage, checkpoint_version FROM runs WHERE task_id = $1 AND finished_at IS NULL FOR UPDATE',
+    [row.id],
+  );
+  if (run === undefined) return;
+  const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
+  const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version);
+  await q('UPDATE runs SET phase = $1, stop_reason = $2, envelope = $3, finished_at = $4 WHERE id = $5', [
+    envelope.phase,
+    envelope.stop_reason,
+    JSON.stringify(envelope),
+    now,
+    run.id,
+  ]);
+  await q(
+    `INSERT INTO controls (task_id, state, reason, updated_at) VALUES ($1, 'stopped', $2, $3)
+     ON CONFLICT (task_id) DO UPDATE SET state = 'stopped', reason = excluded.reason, updated_at = excluded.updated_at`,
+    [row.id, envelope.stop_reason, now],
+  );
+  events.push(await appendEvent(q, row.id, 'run.finished', SYSTEM, { run_id: run.id, phase: envelope.phase, stop_reason: envelope.stop_reason }, now));
+}

@@ -1,0 +1,131 @@
+/**
+ * Read queries on PostgreSQL, and the event log's horizon: the tail that misses nothing.
+ *
+ * PostgreSQL hands out event ids before commit: a writer can take id 7, another id 8 and
+ * commit first, and a reader that saw 8 and moved its cursor past 7 would never see 7. So a
+ * cursor read returns only events up to the *horizon*: an id such that every transaction that
+ * took an id at or below it has ended (committed or rolled back). It is found this way:
+ * 1. read the sequence's last value H, then (next statement) the transactions holding the
+ *    schema's event lock. Every transaction takes that lock before its first id
+ *    (schema.ts: next_event_id) and holds it to its end, so each holder of an id ≤ H has
+ *    either ended already or is among those holders.
+ * 2. H is settled once all of those holders have ended: at once when there were none, else
+ *    when a later look finds none of them holding the lock any more.
+ * The horizon trails the newest commit only while event writes of this schema are in flight,
+ * by about one look. A long transaction that wrote an event holds it back until it ends:
+ * events behind it arrive late, never out of order and never lost.
+ */
+import { EngineError } from '../errors.js';
+import { type EventRow, type TaskRow, toEvent, toTask } from '../task-rows.js';
+import type { ReadEventsQuery } from '../store.js';
+import { TASK_STATES } from '../types.js';
+import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
+import type { PgConnection } from './connection.js';
+import { EVENT_LOCK_CLASS, eventLockKey } from './schema.js';
+
+const DEFAULT_PAGE = 100;
+
+export interface Horizon {
+  /** Events with ids up to this one are settled: none will ever commit below it. */
+  settled(): Promise<number>;
+  /** Whether ids were handed out above the horizon at the last look (a later look may settle them). */
+  readonly unsettled: boolean;
+  /** Called after a look that left the horizon unsettled (the watcher looks again soon). */
+  onUnsettled?: () => void;
+}
+
+export function createHorizon(conn: PgConnection): Horizon {
+  const key = eventLockKey(conn.location.schema);
+  const look =
+    'SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS hi FROM task_events_id_seq; ' +
+    `SELECT virtualtransaction AS vx FROM pg_locks WHERE locktype = 'advisory' AND classid = ${EVENT_LOCK_CLASS} AND objid = ${key} ` +
+    'AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())';
+  let safe = 0;
+  // An H whose holders may still run.
+  let pending: { hi: number; holders: Set<string> } | undefined;
+  const horizon: Horizon = {
+    get unsettled() {
+      return pending !== undefined;
+    },
+    async settled() {
+      const [seq, locks] = (await conn.multi(look)) as [Array<{ hi: number }>, Array<{ vx: string }>];
+      const hi = seq[0]!.hi;
+      const holders = new Set(locks.map((l) => l.vx));
+      if (pending !== undefined && ![...pending.holders].some((vx) => holders.has(vx))) {
+        safe = Math.max(safe, pending.hi);
+        pending = undefined;
+      }
+      if (holders.size === 0) {
+        safe = Math.max(safe, hi);
+        pending = undefined;
+      } else if (hi > safe && pending === undefined) {
+        pending = { hi, holders };
+      }
+      if (pending !== undefined) horizon.onUnsettled?.();
+      return safe;
+    },
+  };
+  return horizon;
+}
+
+export interface PgReads {
+  getTask(id: number, withEvents: boolean): Promise<TaskWithEvents>;
+  findTasks(query: FindTasksQuery): Promise<Task[]>;
+  readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
+  stats(): Promise<TaskStats>;
+}
+
+type Row = TaskRow & Record<string, unknown>;
+type Ev = EventRow & Record<string, unknown>;
+
+export function createReads(conn: PgConnection, horizon: Horizon): PgReads {
+  const { query } = conn;
+  return {
+    async getTask(id, withEvents) {
+      const [row] = await query<Row>('SELECT * FROM tasks WHERE id = $1', [id]);
+      if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
+      const events = withEvents ? await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 ORDER BY id', [id]) : [];
+      return { ...toTask(row), events: events.map(toEvent) };
+    },
+    async findTasks(q) {
+      const where: string[] = [];
+      const params: unknown[] = [];
+      const add = (sql: string, ...values: unknown[]): void => {
+        // Each `?` becomes the next numbered parameter.
+        where.push(sql.replace(/\?/g, () => `$${params.push(values.shift()) }`));
+      };
+      if (q.assignee !== undefined) add('assignee = ?', q.assignee);
+      if (q.creator !== undefined) add('creator = ?', q.creator);
+      if (q.queue !== undefined) add('queue = ?', q.queue);
+      if (q.afterId !== undefined) add('id > ?', q.afterId);
+      const states = [...new Set(q.states ?? [])];
+      if (states.length > 0) add('state = ANY(?::text[])', states);
+      const reader = q.visibleTo;
+      if (reader !== undefined && reader.role === 'agent') {
+        // authority.ts mayRead, as SQL: what it created, what it holds or held, what it may claim now.
+        add("((creator = ? AND creator_role = ?) OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))", reader.id, reader.role, reader.id, reader.id);
+      }
+      params.push(q.limit ?? DEFAULT_PAGE);
+      const rows = await query<Row>(`SELECT * FROM tasks ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT $${params.length}`, params);
+      return rows.map(toTask);
+    },
+    async readEvents(q) {
+      const upTo = await horizon.settled();
+      const after = q.afterId ?? 0;
+      if (upTo <= after) return [];
+      const limit = q.limit ?? 1000;
+      const rows =
+        q.taskId === undefined
+          ? await query<Ev>('SELECT * FROM task_events WHERE id > $1 AND id <= $2 ORDER BY id LIMIT $3', [after, upTo, limit])
+          : await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 AND id > $2 AND id <= $3 ORDER BY id LIMIT $4', [q.taskId, after, upTo, limit]);
+      return rows.map(toEvent);
+    },
+    async stats() {
+      const rows = await query<{ state: string; n: number }>('SELECT state, count(*) AS n FROM tasks GROUP BY state');
+      const byState = Object.fromEntries(TASK_STATES.map((s) => [s, 0])) as TaskStats['byState'];
+      for (const r of rows) if (r.state in byState) byState[r.state as keyof TaskStats['byState']] = r.n;
+      // A cursor to start following from: the horizon, so nothing that commits later below it exists.
+      return { byState, lastEventId: await horizon.settled() };
+    },
+  };
+}

@@ -1,0 +1,113 @@
+/**
+ * The PostgreSQL adapter of the TaskStore port. Daemons on many machines share one database:
+ * claims skip locked rows, every comparison of times uses the database's clock (the test
+ * clock when one is given), wake-ups come by LISTEN/NOTIFY, and the event log is read up to
+ * its horizon so no event is ever skipped (reads.ts).
+ *
+ * The store is usable at once: the schema is migrated by the first call (every method waits
+ * for it), so opening stays synchronous like SQLite's; `ready` is that first migration.
+ */
+import type { ReadEventsQuery, StoreInfo, TaskStore, WriteOutcome } from '../store.js';
+import type { TaskEvent } from '../types.js';
+import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
+import { claimTask, heartbeat } from './claim.js';
+import { createHorizon, createReads } from './reads.js';
+import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
+import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
+import { createPgWatcher } from './watch.js';
+import type { Query } from './connection.js';
+
+export interface PgStoreOptions {
+  /** `postgres://user:password@host:port/database`, with taskloop's options (connection.ts). */
+  url: string;
+  /** Clock in epoch ms, for tests; otherwise the database's clock. @defaultValue the database's */
+  now?: () => number;
+  /** Connections in the pool, unless the URL sets `pool`. @defaultValue poolSizeFor() */
+  poolSize?: number;
+  /** The watch's poll interval (watch.ts). */
+  pollMs?: number;
+  log?: (line: string) => void;
+}
+
+export interface PgTaskStore extends TaskStore {
+  readonly conn: PgConnection;
+  /** The schema migrated (rejects STORE_TOO_NEW or a fault); every method waits for it. */
+  readonly ready: Promise<void>;
+  /** The test clock, when one was given. */
+  readonly fixedNow: (() => number) | undefined;
+  /** A write transaction with its events, notifying other processes when it wrote any (see connection.ts tx). */
+  write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>): Promise<WriteOutcome<T>>;
+  /** Runs `fn` once the schema is ready. */
+  read<T>(fn: () => Promise<T>): Promise<T>;
+}
+
+export function createPgStore(opts: PgStoreOptions): PgTaskStore {
+  const location = parsePgUrl(opts.url);
+  const conn = connectPg(location, { now: opts.now, poolSize: opts.poolSize });
+  const ready = migratePg(conn).then(() => undefined);
+  // Nobody may have asked yet: the rejection is kept for the first caller, not reported unhandled.
+  ready.catch(() => undefined);
+  const horizon = createHorizon(conn);
+  const reads = createReads(conn, horizon);
+  const watcher = createPgWatcher(conn, horizon, { pollMs: opts.pollMs, log: opts.log });
+
+  async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>): Promise<WriteOutcome<T>> {
+    await ready;
+    let events: TaskEvent[] = [];
+    const value = await conn.tx(
+      what,
+      async (q, now) => {
+        events = []; // a retried transaction starts over
+        return body(q, now, events);
+      },
+      () => events.length > 0,
+    );
+    return { value, events };
+  }
+  const read = async <T>(fn: () => Promise<T>): Promise<T> => {
+    await ready;
+    return fn();
+  };
+
+  return {
+    conn,
+    ready,
+    fixedNow: opts.now,
+    write,
+    read,
+    info: () =>
+      read(async (): Promise<StoreInfo> => {
+        const [row] = await conn.query<{ v: string }>("SELECT current_setting('server_version') AS v");
+        return {
+          kind: 'postgres',
+          location: `${location.display}${location.display.includes('?') ? '&' : '?'}schema=${location.schema}`,
+          version: `PostgreSQL ${row?.v ?? '?'}`,
+          schemaVersion: await readVersion(conn),
+          knownSchemaVersion: PG_MIGRATIONS.length,
+          readonly: false,
+          // Many machines meet in the database: leases and liveness in its clock, claims that
+          // skip locked rows, LISTEN/NOTIFY (unless wakeups=poll); a pid means nothing there.
+          capabilities: { multipleHosts: true, pidLiveness: false, pushWakeups: location.wakeups === 'listen', skipLocked: true },
+        };
+      }),
+    createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events)),
+    claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events)),
+    heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),
+    transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events)),
+    sweep: (o) =>
+      write('sweep', async (q, now, events) => {
+        const marked = await markStale(q, now);
+        return reclaimStale(q, o.graceMs, now, events, marked);
+      }),
+    getTask: (id, withEvents) => read(() => reads.getTask(id, withEvents)),
+    findTasks: (query) => read(() => reads.findTasks(query)),
+    readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),
+    stats: () => read(() => reads.stats()),
+    watch: (onChange) => watcher.subscribe(onChange),
+    close: async () => {
+      watcher.close();
+      await ready.catch(() => undefined);
+      await conn.close();
+    },
+  };
+}

@@ -1,0 +1,147 @@
+/**
+ * Task creation, fenced transitions and the stale sweep on PostgreSQL, each inside the
+ * caller's transaction (task-store.ts). Concurrency, where SQLite had one writer at a time:
+ * - idempotency: `ON CONFLICT DO NOTHING` on the scoped key, then the winner's row is read
+ *   (a second creator with the same key waits for the first to commit and gets its task);
+ * - dependencies: a new task locks its dependencies `FOR SHARE` while it counts the unmet
+ *   ones, so a dependency completing meanwhile either commits first (and counts as met) or
+ *   waits for the new task's dependency rows (and releases it);
+ * - transitions lock the task row, so moves of one task are serialized.
+ */
+import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
+import { EngineError } from '../errors.js';
+import { type TaskRow, checkFence, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
+import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
+import type { Query } from './connection.js';
+import { appendEvents, commitMoves, lockTask, reclaimTask } from './moves.js';
+
+type Row = TaskRow & Record<string, unknown>;
+
+export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope = scopeOf(creator)): Promise<CreateResult[]> {
+  checkAcyclic(inputs);
+  const idByRef = new Map<string, number>();
+  const resultAt = new Map<BatchTaskInput, CreateResult>();
+  const pendingDeps: Array<{ id: number; deps: number[] }> = [];
+  for (const input of topoOrder(inputs)) {
+    const key = input.idempotencyKey ?? null;
+    if (key !== null) {
+      const [existing] = await q<Row>('SELECT * FROM tasks WHERE idempotency_scope = $1 AND idempotency_key = $2', [scope, key]);
+      if (existing !== undefined) {
+        resultAt.set(input, { task: toTask(existing), created: false });
+        if (input.ref !== undefined) idByRef.set(input.ref, existing.id);
+        continue;
+      }
+    }
+    const deps = new Set<number>(input.dependsOn ?? []);
+    for (const ref of input.dependsOnRefs ?? []) deps.add(idByRef.get(ref)!);
+    const depList = [...deps].sort((a, b) => a - b);
+    let unmet = 0;
+    if (depList.length > 0) {
+      const states = new Map(
+        (await q<{ id: number; state: string }>('SELECT id, state FROM tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE', [depList])).map((r) => [r.id, r.state]),
+      );
+      for (const dep of depList) {
+        const refusal = dependencyRefusal(dep, states.get(dep));
+        if (refusal !== null) throw refusal;
+        if (states.get(dep) !== 'completed') unmet++;
+      }
+    }
+    const inserted = await q<Row>(
+      `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on,
+         idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card)
+       VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
+       ON CONFLICT (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+       RETURNING *`,
+      [
+        input.title,
+        input.priority ?? 0,
+        creator.id,
+        creator.role,
+        input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
+        input.queue ?? DEFAULT_QUEUE,
+        input.forAgent ?? null,
+        (input.requires?.length ?? 0) > 0 ? JSON.stringify([...new Set(input.requires)].sort()) : null,
+        depList.length > 0 ? JSON.stringify(depList) : null,
+        key,
+        key === null ? null : scope,
+        input.runAfter ?? now,
+        unmet,
+        now,
+        JSON.stringify(input.card ?? {}),
+      ],
+    );
+    const row = inserted[0];
+    if (row === undefined) {
+      // Another creator committed this key after the lookup above: its task is the answer.
+      const [existing] = await q<Row>('SELECT * FROM tasks WHERE idempotency_scope = $1 AND idempotency_key = $2', [scope, key]);
+      if (existing === undefined) throw new EngineError('STORE_BUSY', `create: the idempotency key ${key} was taken and released meanwhile; nothing was written`);
+      resultAt.set(input, { task: toTask(existing), created: false });
+      if (input.ref !== undefined) idByRef.set(input.ref, existing.id);
+      continue;
+    }
+    if (input.ref !== undefined) idByRef.set(input.ref, row.id);
+    if (depList.length > 0) pendingDeps.push({ id: row.id, deps: depList });
+    const task = toTask(row);
+    const created: TaskEvent = {
+      id: 0,
+      taskId: row.id,
+      type: 'task.created',
+      actor: creator.id,
+      actorRole: creator.role,
+      data: { title: task.title, to: 'pending', priority: task.priority, queue: task.queue, depends_on: task.dependsOn, run_after: task.runAfter },
+      createdAt: now,
+    };
+    await appendEvents(q, [created]);
+    await q('UPDATE tasks SET last_event_id = $1 WHERE id = $2', [created.id, row.id]);
+    events.push(created);
+    resultAt.set(input, { task, created: true });
+  }
+  for (const { id, deps } of pendingDeps) {
+    await q('INSERT INTO task_deps (task_id, depends_on) SELECT $1, unnest($2::bigint[]) ON CONFLICT DO NOTHING', [id, deps]);
+  }
+  return inputs.map((input) => resultAt.get(input)!);
+}
+
+export async function transition(q: Query, input: TransitionInput, now: number, events: TaskEvent[]): Promise<Task> {
+  let row = await lockTask(q, input.taskId);
+  if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
+  // Each step is checked against the row as the step before left it; the row is written once.
+  const staged: TaskEvent[] = [];
+  const steps = [{ to: input.to, actor: input.actor, reason: input.reason, result: input.result }, ...(input.then ?? [])];
+  for (const step of steps) {
+    checkFence(row, input.claimToken, step.actor);
+    const { next, event } = stageMove(row, step, now);
+    staged.push(event);
+    events.push(event);
+    row = next;
+  }
+  return toTask(await commitMoves(q, row, staged, now, events));
+}
+
+export async function markStale(q: Query, now: number): Promise<number> {
+  const rows = await q<{ id: number }>(
+    `UPDATE tasks SET stale_since = $1
+     WHERE lease_expires_at < $1 AND stale_since IS NULL AND state IN ('claimed', 'in_progress') RETURNING id`,
+    [now],
+  );
+  return rows.length;
+}
+
+/**
+ * The second phase of the sweep: tasks whose lease was seen expired at least `graceMs` ago
+ * and not renewed since go back to pending (or fail on their last attempt). Rows another
+ * transaction holds (a heartbeat, a move) are skipped: the next sweep looks again.
+ */
+export async function reclaimStale(q: Query, graceMs: number, now: number, events: TaskEvent[], marked: number): Promise<SweepResult> {
+  const result: SweepResult = { marked, requeued: [], failed: [] };
+  const expired = await q<Row>(
+    `SELECT * FROM tasks WHERE lease_expires_at < $1 AND stale_since <= $1 - $2::bigint AND state IN ('claimed', 'in_progress')
+     ORDER BY id FOR UPDATE SKIP LOCKED`,
+    [now, graceMs],
+  );
+  for (const row of expired) {
+    const to = await reclaimTask(q, row, 'lease expired', now, events);
+    (to === 'failed' ? result.failed : result.requeued).push(row.id);
+  }
+  return result;
+}

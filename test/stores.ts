@@ -1,0 +1,40 @@
+/**
+ * The store a contract test runs on. The `sqlite` vitest project runs every test on a fresh
+ * SQLite file; the `postgres` project runs the contract files (vitest.config.ts) again on a
+ * fresh schema of the run's PostgreSQL server (test/pg/global-setup.ts). Tests open their
+ * stores through here, never through an adapter, so the same file tests both.
+ */
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import pg from 'pg';
+import { inject, onTestFinished } from 'vitest';
+import { type TaskStore, createSqliteStore } from '../src/engine/index.js';
+import { createPgStore } from '../src/engine/postgres/task-store.js';
+
+export type StoreKind = 'sqlite' | 'postgres';
+
+/** The store this test process runs on. */
+export const STORE_KIND: StoreKind = process.env.TASKLOOP_TEST_STORE === 'postgres' ? 'postgres' : 'sqlite';
+
+/** A new database for one test: a file in `dir`, or a new schema (dropped when the test finishes). */
+export function newDatabase(dir: string): string {
+  if (STORE_KIND === 'sqlite') return join(dir, 'tasks.db');
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  const url = `${inject('pgUrl')}${inject('pgUrl').includes('?') ? '&' : '?'}schema=${schema}`;
+  onTestFinished(async () => {
+    const client = new pg.Client({ connectionString: inject('pgUrl') });
+    await client.connect();
+    try {
+      await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    } finally {
+      await client.end();
+    }
+  });
+  return url;
+}
+
+/** A store on `database` (a path or a URL from newDatabase); another call opens another connection to it. */
+export function openTaskStore(database: string, opts: { now?: () => number; watchFallbackMs?: number } = {}): TaskStore {
+  if (STORE_KIND === 'sqlite') return createSqliteStore({ path: database, now: opts.now, watchFallbackMs: opts.watchFallbackMs });
+  return createPgStore({ url: database, now: opts.now, pollMs: opts.watchFallbackMs });
+}
