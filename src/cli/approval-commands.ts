@@ -1,6 +1,6 @@
 /** `taskloop approvals list`, `taskloop approve ID`, `taskloop reject ID` — from any process. */
 import type { Command } from 'commander';
-import { type Approval, type SqliteTaskStore, createSqliteRunStore, toWireApproval } from '../engine/index.js';
+import { type Approval, toWireApproval } from '../engine/index.js';
 import type { CliContext } from './context.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
@@ -9,7 +9,7 @@ import { integer } from './parse.js';
 const STATES = ['pending', 'approved', 'rejected', 'expired', 'used', 'revoked'] as const;
 
 
-const runStore = (ctx: CliContext) => createSqliteRunStore(ctx.manager().store as SqliteTaskStore);
+const runStore = (ctx: CliContext) => ctx.runs();
 
 export function registerApprovalCommands(program: Command, run: Run): void {
   program

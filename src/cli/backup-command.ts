@@ -9,7 +9,7 @@
 import { closeSync, openSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { EngineError, type SqliteTaskStore, createSqliteStore, storeError } from '../engine/index.js';
+import { EngineError, createSqliteStore, storeError } from '../engine/index.js';
 import type { Run } from './task-commands.js';
 
 export function registerBackupCommand(program: Command, run: Run): void {
@@ -20,7 +20,7 @@ export function registerBackupCommand(program: Command, run: Run): void {
       run(cmd, async (ctx) => {
         const file = resolve(target);
         if (file === ctx.dbPath) throw new EngineError('VALIDATION_FAILED', `backup: ${file} is the database itself`);
-        const source = ctx.manager().store as SqliteTaskStore;
+        const source = ctx.sqlite('backup (for PostgreSQL, use pg_dump)');
         // Created exclusively: an existing file (a previous backup, the database of another
         // install) is refused, never overwritten, and nothing else can take the name meanwhile.
         try {

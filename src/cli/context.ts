@@ -10,8 +10,12 @@ import {
   EngineError,
   OPERATOR,
   agentActor,
+  type RunStore,
+  type ScheduleStore,
+  type SqliteTaskStore,
+  type Stores,
   type TaskManager,
-  createSqliteStore,
+  createStores,
   createTaskManager,
   isDatabaseUrl,
   redactUrl,
@@ -47,11 +51,17 @@ export class UsageError extends Error {
 
 export interface CliContext {
   readonly json: boolean;
+  /** The database: a SQLite file's absolute path, or a `postgres://` URL. */
   readonly dbPath: string;
   readonly durability: Durability;
   /** `operator` unless `--as NAME` names an agent. */
   readonly actor: Actor;
   manager(): TaskManager;
+  /** Runs, steps, controls, breakers, approvals … of the same database. */
+  runs(): RunStore;
+  schedules(): ScheduleStore;
+  /** The SQLite store, for what only a file has (backup, the ticket demo's tables); refused on PostgreSQL. */
+  sqlite(what: string): SqliteTaskStore;
   /** A progress line for long-running commands: stderr, so stdout stays data. */
   log(line: string): void;
   /** Writes one line (or block) to standard output as is. */
@@ -78,16 +88,24 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void, 
   }
   const dbPath = dbPathFrom(opts);
   let tm: TaskManager | undefined;
+  let stores: Stores | undefined;
+  const open = (): Stores =>
+    (stores ??= createStores({ database: dbPath, durability: durability as Durability, readonly: READ_ONLY_COMMANDS.has(command) }));
   return {
     json: opts.json === true,
     dbPath,
     durability: durability as Durability,
     actor: opts.as === undefined ? OPERATOR : agentActor(opts.as, '--as'),
     manager() {
-      tm ??= createTaskManager({
-        store: createSqliteStore({ path: dbPath, durability: durability as Durability, readonly: READ_ONLY_COMMANDS.has(command) }),
-      });
+      tm ??= createTaskManager({ store: open().store });
       return tm;
+    },
+    runs: () => open().runs,
+    schedules: () => open().schedules,
+    sqlite(what) {
+      const file = open().sqlite;
+      if (file === undefined) throw new EngineError('VALIDATION_FAILED', `${what} works on a SQLite file only; this database is ${redactUrl(dbPath)}`);
+      return file;
     },
     stdout,
     log(line) {
@@ -97,7 +115,9 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void, 
       stdout(this.json ? JSON.stringify(value) : text());
     },
     async close() {
-      await tm?.close();
+      // The TaskManager closes the store it wraps; the ports share its connection.
+      if (tm !== undefined) await tm.close();
+      else await stores?.store.close();
     },
   };
 }

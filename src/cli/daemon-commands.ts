@@ -1,6 +1,6 @@
 /** `taskloop daemon`, and stop / pause / resume from any process. */
 import type { Command } from 'commander';
-import { createSqliteRunStore, type ControlState, isEngineError, type SqliteTaskStore } from '../engine/index.js';
+import { type ControlState, isEngineError } from '../engine/index.js';
 import { type DaemonOptions, checkDaemonOptions, startDaemon } from '../workers/daemon.js';
 import { UsageError } from './context.js';
 import { portArg, startHttp } from './serve-command.js';
@@ -101,7 +101,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
       .action(async (ids: string[], o, cmd: Command) =>
         run(cmd, async (ctx) => {
           if ((ids.length === 0) === (o.all !== true)) throw new UsageError(`${name} needs task ids or --all (not both)`);
-          const runs = createSqliteRunStore(ctx.manager().store as SqliteTaskStore);
+          const runs = ctx.runs();
           const affected = await runs.setControl({ target: o.all === true ? 'all' : ids.map(taskIdArg), state, actor: ctx.actor, reason: o.reason });
           ctx.out({ state, tasks: affected }, () => (affected.length === 0 ? `no live run to ${name}` : `${name}: task ${affected.join(', ')}`));
         }),

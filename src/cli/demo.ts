@@ -7,7 +7,7 @@
  */
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import { type RunStore, type SqliteTaskStore, type Task, type TaskEvent, createSqliteRunStore } from '../engine/index.js';
+import type { RunStore, Task, TaskEvent } from '../engine/index.js';
 import { ticketCard } from '../tools/ticket-card.js';
 import { ticketStore } from '../tools/tickets.js';
 import { startDaemon } from '../workers/daemon.js';
@@ -75,9 +75,8 @@ export function registerDemoCommand(program: Command, run: Run): void {
         const planner: Planner = process.env.OPENAI_API_KEY ? 'llm' : 'scripted';
         ctx.log(planner === 'llm' ? `planner: llm (${process.env.TASKLOOP_MODEL ?? 'gpt-4o-mini'} at ${process.env.OPENAI_BASE_URL ?? 'api.openai.com'})` : 'planner: scripted (set OPENAI_API_KEY to use an LLM)');
         const tm = ctx.manager();
-        const store = tm.store as SqliteTaskStore;
-        const runs = createSqliteRunStore(store);
-        const seeded = ticketStore(store.db).seed();
+        const runs = ctx.runs();
+        const seeded = ticketStore(ctx.sqlite('the demo').db).seed();
         ctx.log(`database ${ctx.dbPath}; tickets T-1000 … T-1099 ${seeded > 0 ? 'seeded' : 'already there'}`);
         const cursor = (await tm.stats()).lastEventId;
         const quiet = process.stderr.isTTY === true && !ctx.json;

@@ -1,6 +1,6 @@
 /** `taskloop events` (the log, optionally followed live) and `taskloop stats`. */
 import type { Command } from 'commander';
-import { type SqliteTaskStore, createSqliteRunStore, toWireEvent } from '../engine/index.js';
+import { toWireEvent } from '../engine/index.js';
 import { type MonitorSnapshot, createMonitor } from '../monitor/monitor.js';
 import { eventLine } from './format.js';
 import type { Run } from './task-commands.js';
@@ -69,7 +69,7 @@ export function registerEventCommands(program: Command, run: Run): void {
         const tm = ctx.manager();
         const monitor = await createMonitor({
           tm,
-          runs: createSqliteRunStore(tm.store as SqliteTaskStore),
+          runs: ctx.runs(),
           follow: false,
           windowMs: o.window === undefined ? undefined : duration(o.window, '--window'),
         });

@@ -1,6 +1,6 @@
 /** `taskloop schedule add | list | remove`. */
 import type { Command } from 'commander';
-import { type SqliteTaskStore, createSqliteScheduleStore } from '../engine/index.js';
+import type { Schedule } from '../engine/index.js';
 import { checkCron } from '../workers/cron.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
@@ -25,7 +25,7 @@ export function registerScheduleCommands(program: Command, run: Run): void {
         if (!['skip', 'one', 'all'].includes(catchUp)) throw new UsageError(`--catch-up must be skip, one or all, not '${catchUp}'`);
         const card = jsonObjectFrom(o.card, 'card');
         const title = (o.title as string | undefined) ?? (typeof card.goal === 'string' && card.goal.trim() !== '' ? card.goal.slice(0, 200) : `every ${o.cron}`);
-        const store = createSqliteScheduleStore(ctx.manager().store as SqliteTaskStore);
+        const store = ctx.schedules();
         const s = await store.addSchedule({ cron: o.cron, title, card, queue: o.queue, catchUp, overlap: o.overlap !== false }, ctx.actor);
         ctx.out(wire(s), () => `added schedule ${s.id}: ${s.cron} (catch-up ${s.catchUp}${s.overlap ? '' : ', no overlap'})`);
       }),
@@ -36,7 +36,7 @@ export function registerScheduleCommands(program: Command, run: Run): void {
     .description('list schedules')
     .action(async (_o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const all = await createSqliteScheduleStore(ctx.manager().store as SqliteTaskStore).listSchedules();
+        const all = await ctx.schedules().listSchedules();
         ctx.out(all.map(wire), () =>
           all.length === 0 ? 'no schedules' : all.map((s) => `#${s.id}  ${s.cron.padEnd(18)} ${s.catchUp.padEnd(5)} ${s.overlap ? 'overlap' : 'no-overlap'}  last task ${s.lastTaskId ?? '-'}  ${s.title}`).join('\n'),
         );
@@ -49,13 +49,13 @@ export function registerScheduleCommands(program: Command, run: Run): void {
     .action(async (id: string, _o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const n = integer(id, 'schedule id');
-        await createSqliteScheduleStore(ctx.manager().store as SqliteTaskStore).removeSchedule(n, ctx.actor);
+        await ctx.schedules().removeSchedule(n, ctx.actor);
         ctx.out({ removed: n }, () => `removed schedule ${n}`);
       }),
     );
 }
 
-function wire(s: Awaited<ReturnType<ReturnType<typeof createSqliteScheduleStore>['listSchedules']>>[number]) {
+function wire(s: Schedule) {
   return {
     id: s.id,
     cron: s.cron,

@@ -3,7 +3,7 @@
  * SIGTERM. `taskloop daemon --http PORT` starts the same server in the daemon's process.
  */
 import type { Command } from 'commander';
-import { EngineError, isEngineError, type RunStore, type SqliteTaskStore, type TaskManager, createSqliteRunStore } from '../engine/index.js';
+import { EngineError, isEngineError, type RunStore, type TaskManager } from '../engine/index.js';
 import { boardRoutes } from '../monitor/board/board.js';
 import { type HttpServer, type HttpServerOptions, createHttpServer } from '../monitor/http/server.js';
 import { serverTokens, tokensFromEnv } from '../monitor/http/auth.js';
@@ -124,7 +124,7 @@ export function registerServeCommand(program: Command, run: Run): void {
       run(cmd, async (ctx) => {
         const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
         const tm = ctx.manager();
-        const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+        const runs = ctx.runs();
         const mcp = o.mcp === false ? false : await mcpServing(tm, o.mcpTools, o.plugin, o.pluginConfig);
         const server = await startHttp(ctx, {
           mcp,

@@ -1,6 +1,6 @@
 /** `taskloop task …`: create, list, show, claim, heartbeat, transition, cancel. */
 import type { Command } from 'commander';
-import { DEFAULT_LEASE_MS, type SqliteTaskStore, createSqliteRunStore, toWireEvent, toWireRun, toWireTask } from '../engine/index.js';
+import { DEFAULT_LEASE_MS, toWireEvent, toWireRun, toWireTask } from '../engine/index.js';
 import { type CliContext, UsageError } from './context.js';
 import { taskDetail, taskLine, taskTable } from './format.js';
 import { duration, integer, jsonObjectFrom, list, taskIdArg, time } from './parse.js';
@@ -77,7 +77,7 @@ export function registerTaskCommands(program: Command, run: Run): void {
       run(cmd, async (ctx) => {
         const tm = ctx.manager();
         const t = await tm.getTask(taskIdArg(id));
-        const runs = await createSqliteRunStore(tm.store as SqliteTaskStore).runsOf(t.id);
+        const runs = await ctx.runs().runsOf(t.id);
         ctx.out({ ...toWireTask(t), runs: runs.map(toWireRun), events: t.events.map(toWireEvent) }, () => taskDetail(t, runs));
       }),
     );
@@ -156,7 +156,7 @@ export function registerTaskCommands(program: Command, run: Run): void {
       run(cmd, async (ctx) => {
         const sideEffect = o.sideEffect === undefined ? undefined : o.sideEffect === 'happened' ? 'happened' : o.sideEffect === 'not-happened' ? 'not_happened' : undefined;
         if (o.sideEffect !== undefined && sideEffect === undefined) throw new UsageError(`--side-effect: '${String(o.sideEffect)}' is not happened or not-happened`);
-        const runs = createSqliteRunStore(ctx.manager().store as SqliteTaskStore);
+        const runs = ctx.runs();
         const t = await runs.resumeRun({ taskId: taskIdArg(id), actor: ctx.actor, sideEffect, reason: o.reason });
         ctx.out(toWireTask(t), () => `task ${t.id}: waiting -> ${t.state}; its run resumes when a worker claims it`);
       }),

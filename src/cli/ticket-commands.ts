@@ -1,12 +1,11 @@
 /** `taskloop tickets seed | list | show ID`: the ticket demo's data, for an operator to look at. */
 import type { Command } from 'commander';
-import type { SqliteTaskStore } from '../engine/index.js';
 import { TICKET_ID, type Ticket, ticketStore } from '../tools/tickets.js';
 import { EngineError } from '../engine/index.js';
 import type { CliContext } from './context.js';
 import type { Run } from './task-commands.js';
 
-const store = (ctx: CliContext) => ticketStore((ctx.manager().store as SqliteTaskStore).db);
+const store = (ctx: CliContext) => ticketStore(ctx.sqlite('the ticket demo').db);
 const line = (t: Ticket) => `${t.ticket_id.padEnd(7)} ${t.status.padEnd(6)} ${t.priority.padEnd(6)} ${t.notified ? 'notified' : '-'.padEnd(8)}  ${t.title}`;
 
 export function registerTicketCommands(program: Command, run: Run): void {

@@ -35,3 +35,7 @@ export { createWriteLock } from './sqlite/write-lock.js';
 export { spinOnBusy } from './sqlite/busy.js';
 export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';
 export { openStore, isDatabaseUrl, redactUrl, type OpenStoreOptions, type TaskloopStore } from './open-store.js';
+/** @internal One way in to every store for the surfaces (CLI, daemon, server). */
+export { createStores, type Stores, type StoresOptions, type StoreKind } from './stores.js';
+/** @internal */
+export { poolSizeFor } from './postgres/pool-size.js';

@@ -11,9 +11,8 @@ import { resolve } from 'node:path';
 import { EngineError } from './errors.js';
 import type { RunStore } from './run-store.js';
 import type { ScheduleStore } from './schedules.js';
-import { createSqliteRunStore } from './sqlite/run-store.js';
-import { createSqliteScheduleStore } from './sqlite/schedules.js';
-import { createSqliteStore } from './sqlite/task-store.js';
+import { isDatabaseUrl } from './database-names.js';
+import { createStores } from './stores.js';
 import { type TaskManager, createTaskManager } from './task-manager.js';
 
 export interface OpenStoreOptions {
@@ -51,49 +50,34 @@ export interface TaskloopStore {
   close(): Promise<void>;
 }
 
-const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
-
-/** Whether a database name is a URL (`postgres://…`, `file://…`) rather than a path. */
-export function isDatabaseUrl(name: string): boolean {
-  return URL_LIKE.test(name);
-}
-
-/** The URL with its credentials replaced by `…`, for messages. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/[^@/]*@/, '//…@');
-}
+export { isDatabaseUrl, redactUrl } from './database-names.js';
 
 export async function openStore(opts: OpenStoreOptions): Promise<TaskloopStore> {
   if (typeof opts?.path !== 'string' || opts.path.trim() === '') {
     throw new EngineError('VALIDATION_FAILED', 'openStore: path must be a non-empty string (a SQLite file, or :memory:)');
   }
-  if (isDatabaseUrl(opts.path)) {
-    throw new EngineError(
-      'VALIDATION_FAILED',
-      `openStore: '${redactUrl(opts.path)}' is a URL; this taskloop stores tasks in a SQLite file only (give a path); nothing was opened`,
-    );
-  }
   if (opts.durability !== undefined && opts.durability !== 'normal' && opts.durability !== 'full') {
     throw new EngineError('VALIDATION_FAILED', `openStore: durability '${String(opts.durability)}' is not normal or full`);
   }
-  const path = opts.path === ':memory:' ? opts.path : resolve(opts.path);
-  const store = createSqliteStore({
-    path,
+  const database = opts.path === ':memory:' || isDatabaseUrl(opts.path) ? opts.path : resolve(opts.path);
+  const stores = createStores({
+    database,
     durability: opts.durability,
     readonly: opts.readonly === true,
     ...(opts.log === undefined ? {} : { log: opts.log }),
   });
-  const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
+  const tm = createTaskManager({ store: stores.store, sweepGraceMs: opts.sweepGraceMs });
+  const faults = stores.sqlite;
   return {
-    path,
+    path: stores.location,
     tm,
-    runs: createSqliteRunStore(store),
-    schedules: createSqliteScheduleStore(store),
+    runs: stores.runs,
+    schedules: stores.schedules,
     get fault() {
-      return store.fault;
+      return faults?.fault;
     },
-    onFault: (listener) => store.onFault(listener),
-    quickCheck: () => store.quickCheck(),
+    onFault: (listener) => faults?.onFault(listener) ?? (() => undefined),
+    quickCheck: () => faults?.quickCheck(),
     close: () => tm.close(),
   };
 }

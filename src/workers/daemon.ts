@@ -21,11 +21,9 @@ import {
   type ClaimedRun,
   type ClaimedTask,
   type RunStore,
-  type SqliteTaskStore,
   type TaskManager,
-  createSqliteRunStore,
-  createSqliteScheduleStore,
-  createSqliteStore,
+  createStores,
+  poolSizeFor,
   createTaskManager,
   createWriteLock,
   FATAL_FAULTS,
@@ -81,10 +79,9 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const capabilities = opts.capabilities ?? [];
   const queue = opts.queue ?? 'default';
   const writeLock = createWriteLock();
-  const store: SqliteTaskStore = createSqliteStore({ path: opts.dbPath, durability: opts.durability, writeLock, log });
+  const stores = createStores({ database: opts.dbPath, durability: opts.durability, writeLock, log });
+  const { store, runs, schedules } = stores;
   const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
-  const runs = createSqliteRunStore(store);
-  const schedules = createSqliteScheduleStore(store);
 
   // A fault after which nothing may be written, met by any thread: stop, once.
   let fault: EngineError | undefined;
@@ -95,7 +92,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   let holder: Holder;
   try {
     // A damaged file is refused before this daemon is registered or claims anything.
-    store.quickCheck();
+    stores.sqlite?.quickCheck();
     holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet });
   } catch (err) {
     await store.close();
@@ -104,6 +101,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const { id, host } = holder;
   const config: WorkerConfig = {
     dbPath: opts.dbPath,
+    poolSize: poolSizeFor(Math.ceil(concurrency / threads)),
     durability: opts.durability ?? 'normal',
     daemonId: id,
     toolModules: opts.toolModules ?? [],
@@ -140,7 +138,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     log(`stopping: ${describeError(err)}`);
     void stop(FATAL_GRACE_MS);
   };
-  store.onFault(fatal);
+  stores.sqlite?.onFault(fatal);
 
   const pool: Pool = createPool({
     threads,

@@ -2,7 +2,10 @@
 import type { ClaimedTask, OpenRunResult, SerializedError } from '../engine/index.js';
 
 export interface WorkerConfig {
+  /** The database: a SQLite file's path or a postgres:// URL. */
   dbPath: string;
+  /** PostgreSQL: connections in each thread's pool (from the runs in flight per thread). */
+  poolSize: number;
   durability: 'normal' | 'full';
   daemonId: string;
   /** Extra tool modules (paths or specifiers), loaded in every thread; each exports `tools`. */

@@ -5,7 +5,7 @@
  * Everything a thread needs is set up once, on its first request.
  */
 import { BroadcastChannel, workerData } from 'node:worker_threads';
-import { createSqliteRunStore, createSqliteStore, createTaskManager, isEngineError, storeError, toThread } from '../engine/index.js';
+import { createStores, createTaskManager, isEngineError, storeError, toThread } from '../engine/index.js';
 import { type DaemonBroadcast, type WorkerConfig, type WorkerReply, type WorkerRequest, channelName } from './protocol.js';
 import { type Runner, createRunner } from './runner.js';
 import { loadTools } from './tool-modules.js';
@@ -22,14 +22,15 @@ function setup(): Promise<Runner> {
     await loadPlugins(config.plugins);
     // The daemon's main thread runs the process's one checkpointer; this thread's commits are
     // counted for it through the shared lock.
-    const store = createSqliteStore({ path: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline' });
+    const stores = createStores({ database: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline', poolSize: config.poolSize });
     const channel = new BroadcastChannel(channelName(config.daemonId));
     channel.onmessage = (message) => {
       if ((message as { data: DaemonBroadcast }).data.type === 'drain') draining = true;
     };
     channel.unref();
-    const tm = createTaskManager({ store });
-    return createRunner({ tm, runs: createSqliteRunStore(store), tools, plugins: config.plugins, breaker: config.breaker, services: { db: store.db } });
+    const tm = createTaskManager({ store: stores.store });
+    // The ticket demo's tools write their tables through a SQLite store's connection.
+    return createRunner({ tm, runs: stores.runs, tools, plugins: config.plugins, breaker: config.breaker, services: { db: stores.sqlite?.db } });
   })();
   // A set-up that failed (the file was busy, full, briefly unreadable) is tried again at the
   // next request instead of failing every request of this thread for good.

@@ -9,7 +9,7 @@
  *   which cannot hold a LISTEN. @defaultValue `listen`
  * - `pool=<n>`: connections in this store's pool. @defaultValue see `poolSizeFor`
  */
-import pg from 'pg';
+import type pg from 'pg';
 import { EngineError, type ErrorCode, describeError } from '../errors.js';
 
 export interface PgLocation {
@@ -55,25 +55,22 @@ export function redact(url: string): string {
   return url.replace(/(\/\/[^:@/]*):[^@/]*@/, '$1:…@');
 }
 
-/**
- * The pool size when the URL does not set one: each run in flight holds a connection only
- * while it writes (a transaction lasts a few round trips), so a quarter of a thread's runs
- * in flight, at least 2 and at most 10. A daemon with 2 threads and `--concurrency 64` opens
- * 2 × 8 connections for its threads, plus 2 for its claimer and one LISTEN connection per
- * store: about 20 per daemon process. Size `max_connections` for your daemons from this.
- */
-export function poolSizeFor(runsInFlight = 8): number {
-  return Math.max(2, Math.min(10, Math.ceil(runsInFlight / 4)));
-}
+export { poolSizeFor } from './pool-size.js';
+import { poolSizeFor } from './pool-size.js';
+
+// `pg` loads on the first connection, not with the engine: a SQLite user's CLI command
+// would otherwise pay ~90 ms to load a driver it never uses.
+let driver: Promise<typeof pg> | undefined;
+const loadDriver = (): Promise<typeof pg> => (driver ??= import('pg').then((m) => m.default));
 
 /** The milliseconds since the epoch, in the database's clock. */
 export const NOW_MS = '(extract(epoch from clock_timestamp()) * 1000)::bigint';
 
 // int8 (ids, epoch ms, counts) as numbers: every value taskloop stores is a safe integer.
-const types = {
+const typesOf = (driver: typeof pg): pg.CustomTypesConfig => ({
   getTypeParser: ((oid: number, format?: 'text' | 'binary') =>
-    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
-};
+    oid === 20 ? (v: string) => Number(v) : driver.types.getTypeParser(oid, format as 'text')) as pg.CustomTypesConfig['getTypeParser'],
+});
 
 export type Query = <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[]) => Promise<R[]>;
 
@@ -92,8 +89,8 @@ export interface PgConnection {
   tx<T>(what: string, body: (q: Query, now: number) => Promise<T>, notify?: (value: T) => boolean): Promise<T>;
   /** The clock the store runs on: the database's, unless a test pinned one. */
   now(): Promise<number>;
-  /** A client outside the pool (the LISTEN connection). */
-  dedicated(): pg.Client;
+  /** A client outside the pool (the LISTEN connection), not connected yet. */
+  dedicated(): Promise<pg.Client>;
   readonly channel: string;
   close(): Promise<void>;
 }
@@ -107,14 +104,19 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     // Unquoted: the name was checked against SCHEMA, and public stays reachable for extensions.
     options: `-c search_path=${location.schema},public`,
     max: location.poolSize ?? opts.poolSize ?? poolSizeFor(),
-    types,
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
     application_name: 'taskloop',
   };
-  const pool = new pg.Pool(config);
-  // An idle client whose server went away: the pool drops it; the next query meets the fault.
-  pool.on('error', () => undefined);
+  let pooled: Promise<pg.Pool> | undefined;
+  let ended = false;
+  const poolOf = (): Promise<pg.Pool> =>
+    (pooled ??= loadDriver().then((driver) => {
+      const pool = new driver.Pool({ ...config, types: typesOf(driver) });
+      // An idle client whose server went away: the pool drops it; the next query meets the fault.
+      pool.on('error', () => undefined);
+      return pool;
+    }));
   const channel = `taskloop_${location.schema}`;
   const fixed = opts.now;
 
@@ -122,7 +124,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
 
   const query: Query = async (text, params) => {
     try {
-      return (await pool.query(text, params as unknown[])).rows;
+      return (await (await poolOf()).query(text, params as unknown[])).rows;
     } catch (err) {
       throw fail(err, 'query');
     }
@@ -132,7 +134,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
-        client = await pool.connect();
+        client = await (await poolOf()).connect();
       } catch (err) {
         throw fail(err, what);
       }
@@ -165,7 +167,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
 
   const multi = async (text: string): Promise<Array<Array<Record<string, unknown>>>> => {
     try {
-      const results = (await pool.query(text)) as unknown as pg.QueryResult[];
+      const results = (await (await poolOf()).query(text)) as unknown as pg.QueryResult[];
       return results.map((r) => r.rows);
     } catch (err) {
       throw fail(err, 'query');
@@ -178,9 +180,16 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     multi,
     tx,
     now: async () => fixed?.() ?? (await query<{ now: number }>(`SELECT ${NOW_MS} AS now`))[0]!.now,
-    dedicated: () => new pg.Client({ ...config, max: undefined } as pg.ClientConfig),
+    dedicated: async () => {
+      const driver = await loadDriver();
+      return new driver.Client({ ...config, types: typesOf(driver) } as pg.ClientConfig);
+    },
     channel,
-    close: () => pool.end(),
+    close: async () => {
+      if (ended || pooled === undefined) return;
+      ended = true;
+      await (await pooled).end();
+    },
   };
 }
 

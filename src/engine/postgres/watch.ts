@@ -61,25 +61,27 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
 
   function openListener(): void {
     if (!listen || client !== undefined || connecting !== undefined || closed) return;
-    const c = conn.dedicated();
-    c.on('notification', fire);
-    c.on('error', () => {
-      // Dropped: the poll covers the gap; a new connection is opened at the next poll.
-      if (client === c) client = undefined;
-      c.end().catch(() => undefined);
-    });
-    connecting = c
-      .connect()
-      .then(() => c.query(`LISTEN ${conn.channel}`))
-      .then(() => {
-        if (closed || subscribers.size === 0) return void c.end().catch(() => undefined);
-        client = c;
-        fire(); // anything committed while the listener was not there yet
-      })
-      .catch((err: unknown) => {
+    connecting = (async () => {
+      const c = await conn.dedicated();
+      c.on('notification', fire);
+      c.on('error', () => {
+        // Dropped: the poll covers the gap; a new connection is opened at the next poll.
+        if (client === c) client = undefined;
+        c.end().catch(() => undefined);
+      });
+      try {
+        await c.connect();
+        await c.query(`LISTEN ${conn.channel}`);
+      } catch (err) {
         opts.log?.(`${conn.location.display}: LISTEN failed (${String((err as Error).message ?? err)}); polling every ${pollMs} ms`);
         c.end().catch(() => undefined);
-      })
+        return;
+      }
+      if (closed || subscribers.size === 0) return void c.end().catch(() => undefined);
+      client = c;
+      fire(); // anything committed while the listener was not there yet
+    })()
+      .catch(() => undefined)
       .finally(() => (connecting = undefined));
   }
 

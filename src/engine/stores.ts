@@ -1,0 +1,70 @@
+/**
+ * One way in to every store, for the surfaces (CLI, daemon, worker threads, HTTP server): a
+ * database name — a SQLite file path or a `postgres://` URL — in, the ports out. Nothing above
+ * the engine names an adapter; what only SQLite has (a file to back up, quick_check, the
+ * ticket demo's direct connection) is reached through `sqlite`, undefined on PostgreSQL.
+ */
+import { isDatabaseUrl, redactUrl } from './database-names.js';
+import { EngineError } from './errors.js';
+import type { RunStore } from './run-store.js';
+import type { ScheduleStore } from './schedules.js';
+import type { TaskStore } from './store.js';
+import type { Durability } from './sqlite/connection.js';
+import { createSqliteRunStore } from './sqlite/run-store.js';
+import { createSqliteScheduleStore } from './sqlite/schedules.js';
+import { type SqliteTaskStore, createSqliteStore } from './sqlite/task-store.js';
+
+export type StoreKind = 'sqlite' | 'postgres';
+
+export interface Stores {
+  readonly kind: StoreKind;
+  /** The file's path, or the URL without its password. */
+  readonly location: string;
+  readonly store: TaskStore;
+  readonly runs: RunStore;
+  readonly schedules: ScheduleStore;
+  /** The SQLite store when `kind` is sqlite: its file, quick_check, its connection. */
+  readonly sqlite: SqliteTaskStore | undefined;
+}
+
+export interface StoresOptions {
+  /** A SQLite file (an absolute path, or `:memory:`) or a `postgres://` URL. */
+  database: string;
+  /** SQLite: `full` syncs every commit. PostgreSQL: the server's setting rules. @defaultValue 'normal' */
+  durability?: Durability;
+  readonly?: boolean;
+  /** SQLite: the lock shared by the threads of one process. */
+  writeLock?: Int32Array;
+  /** SQLite: where WAL checkpoints run (see SqliteStoreOptions). */
+  checkpoints?: 'background' | 'inline';
+  /** PostgreSQL: connections in this store's pool (see poolSizeFor). */
+  poolSize?: number;
+  log?: (line: string) => void;
+}
+
+export { isDatabaseUrl, redactUrl } from './database-names.js';
+
+export function createStores(opts: StoresOptions): Stores {
+  if (isDatabaseUrl(opts.database)) {
+    throw new EngineError(
+      'VALIDATION_FAILED',
+      `'${redactUrl(opts.database)}' is a URL; this taskloop stores tasks in a SQLite file only (give a path); nothing was opened`,
+    );
+  }
+  const sqlite = createSqliteStore({
+    path: opts.database,
+    durability: opts.durability,
+    readonly: opts.readonly === true,
+    ...(opts.writeLock === undefined ? {} : { writeLock: opts.writeLock }),
+    ...(opts.checkpoints === undefined ? {} : { checkpoints: opts.checkpoints }),
+    ...(opts.log === undefined ? {} : { log: opts.log }),
+  });
+  return {
+    kind: 'sqlite',
+    location: opts.database,
+    store: sqlite,
+    runs: createSqliteRunStore(sqlite),
+    schedules: createSqliteScheduleStore(sqlite),
+    sqlite,
+  };
+}
