@@ -1,5 +1,6 @@
 /** Approvals in SQLite: parking a run on one, deciding it, expiring it, using it once. */
 import type { Approval, DecideInput, ParkInput } from '../approvals.js';
+import { type ApprovalRow as Row, toApproval } from '../approval-rows.js';
 import { asAgent, systemActor } from '../actors.js';
 import { mayDecideApproval } from '../authority.js';
 import { EngineError } from '../errors.js';
@@ -8,40 +9,6 @@ import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import type { ApplyMove } from './moves.js';
 import { type EventWriter, type TaskRow, prepareGetRow } from './rows.js';
-
-interface Row {
-  id: number;
-  task_id: number;
-  run_id: number;
-  step_id: number;
-  tool: string;
-  args: string;
-  fingerprint: string;
-  state: Approval['state'];
-  reason: string | null;
-  created_at: number;
-  expires_at: number | null;
-  decided_at: number | null;
-  decided_by: string | null;
-  decided_by_role: Approval['decidedByRole'];
-}
-
-const toApproval = (r: Row): Approval => ({
-  id: r.id,
-  taskId: r.task_id,
-  runId: r.run_id,
-  stepId: r.step_id,
-  tool: r.tool,
-  args: JSON.parse(r.args) as Record<string, unknown>,
-  fingerprint: r.fingerprint,
-  state: r.state,
-  reason: r.reason,
-  createdAt: r.created_at,
-  expiresAt: r.expires_at,
-  decidedAt: r.decided_at,
-  decidedBy: r.decided_by,
-  decidedByRole: r.decided_by_role,
-});
 
 export interface Approvals {
   park(fence: (f: Fence) => TaskRow, f: Fence, input: ParkInput, usage: Usage, now: number, events: TaskEvent[]): Approval;

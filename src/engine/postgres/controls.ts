@@ -1,0 +1,123 @@
+/**
+ * Stop / pause / resume requests on PostgreSQL, written by any process and read by the loop
+ * each step.
+ *
+ * Concurrency: a request locks the rows of the tasks it targets (in id order, the order the
+ * other writers of several tasks take), so it is serialized with claims, moves and fenced
+ * run writes of those tasks. A task's control row is only written under its task's lock
+ * (here, by a fenced run write, or by a move closing a run), so the locked tasks' controls
+ * are read once and cannot change behind this request.
+ * A stop of every task takes the tasks live when its statement runs: a run that starts
+ * meanwhile (its claim not yet committed) starts after the stop, as if it came later, and
+ * a live task that finishes meanwhile is re-read by the lock and left out.
+ */
+import { systemActor } from '../actors.js';
+import { mayControl } from '../authority.js';
+import { EngineError } from '../errors.js';
+import type { ControlRequest } from '../run-store.js';
+import type { ControlState } from '../runs.js';
+import { isTerminal } from '../states.js';
+import type { TaskRow } from '../task-rows.js';
+import type { TaskEvent } from '../types.js';
+import type { Query } from './connection.js';
+import { appendEvent, applyMove } from './moves.js';
+
+type Row = TaskRow & Record<string, unknown>;
+interface ControlRow {
+  task_id: number;
+  state: ControlState;
+  set_by_role: string | null;
+}
+
+const UPSERT = `INSERT INTO controls (task_id, state, reason, updated_at, set_by_role) VALUES ($1, $2, $3, $4, $5)
+  ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, reason = excluded.reason, updated_at = excluded.updated_at, set_by_role = excluded.set_by_role`;
+
+// FOR UPDATE takes no UNION: the same set as SQLite's live query, as one condition.
+const LIVE = `SELECT * FROM tasks t
+  WHERE t.state IN ('claimed', 'in_progress', 'waiting')
+     OR (t.state = 'pending' AND EXISTS (SELECT 1 FROM runs r WHERE r.task_id = t.id AND r.finished_at IS NULL))
+  ORDER BY t.id FOR UPDATE`;
+
+/** The targeted tasks, locked in id order, in the request's order; refused as SQLite refuses them. */
+async function targets(q: Query, ids: number[], state: ControlState): Promise<TaskRow[]> {
+  const locked = await q<Row>('SELECT * FROM tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE', [ids]);
+  const byId = new Map(locked.map((r) => [r.id, r as TaskRow]));
+  return ids.map((id) => {
+    const row = byId.get(id);
+    if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
+    if (isTerminal(row.state)) throw new EngineError('INVALID_TRANSITION', `task ${id} is ${row.state}; there is no run to ${verb(state)}`, { task_id: id });
+    return row;
+  });
+}
+
+async function set(q: Query, request: ControlRequest, now: number, events: TaskEvent[]): Promise<number[]> {
+  const { actor, state } = request;
+  const reason = request.reason ?? (state === 'stopped' ? 'user_stop' : state === 'paused' ? 'user_pause' : 'user_resume');
+  const rows = request.target === 'all' ? await q<Row>(LIVE) : await targets(q, request.target, state);
+  // The controls of the locked tasks, read once and kept up to date below as they are written.
+  const controls = new Map(
+    (await q<ControlRow>('SELECT task_id, state, set_by_role FROM controls WHERE task_id = ANY($1::bigint[])', [rows.map((r) => r.id)])).map((c) => [c.task_id, c]),
+  );
+  const put = async (row: TaskRow, to: ControlState) => {
+    await q(UPSERT, [row.id, to, reason, now, actor.role]);
+    controls.set(row.id, { task_id: row.id, state: to, set_by_role: actor.role });
+  };
+  const remove = async (row: TaskRow) => {
+    await q('DELETE FROM controls WHERE task_id = $1', [row.id]);
+    controls.delete(row.id);
+  };
+  const affected: number[] = [];
+  for (const row of rows) {
+    const verdict = mayControl(actor, { id: row.id, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee });
+    if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
+    const control = controls.get(row.id);
+    const current = control?.state ?? 'running';
+    if (state === 'running') {
+      if (current !== 'paused') {
+        if (request.target === 'all') continue;
+        throw new EngineError('INVALID_TRANSITION', `task ${row.id} is not paused (control: ${current})`, { task_id: row.id });
+      }
+      // A pause is lifted by its own authority or a higher one: an operator's pause is the operator's to lift.
+      if (!outranks(actor.role, control?.set_by_role ?? 'agent')) {
+        throw new EngineError('FORBIDDEN', `task ${row.id}: paused by the ${control?.set_by_role}, so only an operator may resume it (${actor.role} ${actor.id} may not)`, { task_id: row.id });
+      }
+      await remove(row);
+      events.push(await appendEvent(q, row.id, 'run.resume_requested', actor, { reason }, now));
+    } else if (state === 'paused') {
+      if (current === 'stopped') continue;
+      await put(row, 'paused');
+      events.push(await appendEvent(q, row.id, 'run.pause_requested', actor, { reason }, now));
+    } else if (row.state === 'pending' && (await q('SELECT id FROM runs WHERE task_id = $1 AND finished_at IS NULL', [row.id])).length === 0) {
+      // Nothing ever ran: stopping it is cancelling it.
+      await applyMove(q, row, { to: 'cancelled', actor, reason }, now, events);
+      await remove(row);
+    } else {
+      await put(row, 'stopped');
+      events.push(await appendEvent(q, row.id, 'run.stop_requested', actor, { reason }, now));
+      // A parked run is finished by the loop: put the task back so a worker resumes it and stops.
+      if (row.state === 'waiting') await applyMove(q, row, { to: 'pending', actor: systemActor('control'), reason }, now, events);
+    }
+    affected.push(row.id);
+  }
+  return affected;
+}
+
+export const pgControls = {
+  async get(q: Query, taskId: number): Promise<ControlState> {
+    return (await q<ControlRow>('SELECT state, set_by_role FROM controls WHERE task_id = $1', [taskId]))[0]?.state ?? 'running';
+  },
+  /** Every task's control that is not `running` (a task without a row runs). */
+  async list(q: Query): Promise<Map<number, ControlState>> {
+    return new Map((await q<ControlRow>("SELECT task_id, state FROM controls WHERE state <> 'running'")).map((r) => [r.task_id, r.state]));
+  },
+  set,
+};
+
+/** Whether a control set by `setBy` may be lifted by `role`: operators and the system lift anyone's. */
+function outranks(role: string, setBy: string): boolean {
+  return role === 'operator' || role === 'system' || (setBy !== 'operator' && setBy !== 'system');
+}
+
+function verb(state: ControlState): string {
+  return state === 'stopped' ? 'stop' : state === 'paused' ? 'pause' : 'resume';
+}
