@@ -219,6 +219,12 @@ export const PG_MIGRATIONS: readonly string[] = [
     created_at      bigint NOT NULL
   );
   `,
+  // 2: the monitor's completions and stale reclaims by time (run-stats.ts): only those events
+  // have an entry, so a window's counts are one index range, whatever the log's size.
+  `
+  CREATE INDEX task_events_tally ON task_events (created_at)
+    WHERE type = 'task.stale_reclaimed' OR (type = 'task.transitioned' AND (data::jsonb ->> 'to') = 'completed');
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */

@@ -2,42 +2,29 @@
  * Daemon heartbeats and the leases they keep. A daemon writes once per beat: its own row
  * and the leases of the tasks its busy worker slots hold (slot ids are `daemonId/n`).
  * A daemon whose process is gone (same host, pid not alive) is recognised at once and its
- * tasks reclaimed without waiting for their leases to run out.
+ * tasks reclaimed without waiting for their leases to run out; a daemon on another machine
+ * is recognised by its silence (reclaimSilent).
  */
+import { type DaemonTableRow as Row, deadDaemonReason, silentDaemonReason, toDaemon } from '../daemon-rows.js';
 import type { DaemonRow } from '../run-store.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { type ApplyMove, reclaim } from './moves.js';
 import type { TaskRow } from './rows.js';
 
-interface Row {
-  id: string;
-  host: string;
-  pid: number;
-  agent: string;
-  threads: number;
-  started_at: number;
-  heartbeat_at: number;
-}
-
 export interface Daemons {
   register(row: Omit<DaemonRow, 'startedAt' | 'heartbeatAt'>, now: number): void;
   heartbeat(id: string, busySlots: string[], now: number): void;
   unregister(id: string): void;
   reclaimDead(host: string, selfId: string, isAlive: (pid: number) => boolean, now: number, events: TaskEvent[]): number[];
+  /**
+   * Reclaims the tasks held by every daemon but `selfId` whose last heartbeat is older than
+   * `silentMs`, on any host, and removes those daemons' rows; returns the task ids.
+   */
+  reclaimSilent(selfId: string, silentMs: number, now: number, events: TaskEvent[]): number[];
   expireSlot(slotId: string, now: number): void;
   list(): DaemonRow[];
 }
-
-const toDaemon = (r: Row): DaemonRow => ({
-  id: r.id,
-  host: r.host,
-  pid: r.pid,
-  agent: r.agent,
-  threads: r.threads,
-  startedAt: r.started_at,
-  heartbeatAt: r.heartbeat_at,
-});
 
 export function prepareDaemons(db: Db, apply: ApplyMove): Daemons {
   const insert = db.prepare(
@@ -50,6 +37,7 @@ export function prepareDaemons(db: Db, apply: ApplyMove): Daemons {
   );
   const remove = db.prepare('DELETE FROM daemons WHERE id = ?');
   const onHost = db.prepare<[string, string], Row>('SELECT * FROM daemons WHERE host = ? AND id != ?');
+  const silent = db.prepare<[string, number], Row>('SELECT * FROM daemons WHERE id != ? AND heartbeat_at < ? ORDER BY id');
   const heldBy = db.prepare<[string, string], TaskRow>(
     `SELECT * FROM tasks WHERE worker_id >= ? AND worker_id < ? AND state IN ('claimed', 'in_progress') ORDER BY id`,
   );
@@ -57,6 +45,16 @@ export function prepareDaemons(db: Db, apply: ApplyMove): Daemons {
     `UPDATE tasks SET lease_expires_at = ? WHERE worker_id = ? AND state IN ('claimed', 'in_progress')`,
   );
   const all = db.prepare<[], Row>('SELECT * FROM daemons ORDER BY id');
+
+  /** Reclaims what the daemon's slots hold and forgets the daemon; pushes the task ids. */
+  const reclaimAll = (daemon: Row, reason: string, now: number, events: TaskEvent[], reclaimed: number[]) => {
+    // Slot ids are `${daemon.id}/${n}`: '0' sorts right after '/', closing the range.
+    for (const row of heldBy.all(`${daemon.id}/`, `${daemon.id}0`)) {
+      reclaim(apply, row, reason, now, events);
+      reclaimed.push(row.id);
+    }
+    remove.run(daemon.id);
+  };
 
   return {
     register(row, now) {
@@ -73,13 +71,13 @@ export function prepareDaemons(db: Db, apply: ApplyMove): Daemons {
       const reclaimed: number[] = [];
       for (const daemon of onHost.all(host, selfId)) {
         if (isAlive(daemon.pid)) continue;
-        // Slot ids are `${daemon.id}/${n}`: '0' sorts right after '/', closing the range.
-        for (const row of heldBy.all(`${daemon.id}/`, `${daemon.id}0`)) {
-          reclaim(apply, row, `daemon ${daemon.id} (pid ${daemon.pid}) is gone`, now, events);
-          reclaimed.push(row.id);
-        }
-        remove.run(daemon.id);
+        reclaimAll(daemon, deadDaemonReason(daemon), now, events, reclaimed);
       }
+      return reclaimed;
+    },
+    reclaimSilent(selfId, silentMs, now, events) {
+      const reclaimed: number[] = [];
+      for (const daemon of silent.all(selfId, now - silentMs)) reclaimAll(daemon, silentDaemonReason(daemon, now), now, events, reclaimed);
       return reclaimed;
     },
     expireSlot(slotId, now) {

@@ -6,15 +6,12 @@
  * which retention never deletes): the newest row of the log is then never among the deleted,
  * so the next id (max(id) + 1) is never one a follower has already passed.
  */
-import { systemActor } from '../actors.js';
+import { RETENTION, RETENTION_BATCH as BATCH, compactedData } from '../retention.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { type EventWriter, prepareDeleteTaskEvents } from './rows.js';
 
 export type Compact = (before: number, now: number, events: TaskEvent[]) => number;
-
-const BATCH = 500;
-const RETENTION = systemActor('retention');
 
 export function prepareRetention(db: Db, writer: EventWriter): Compact {
   // A task still has events while its chain head is set, or while it has indexed (non-state) events.
@@ -30,7 +27,7 @@ export function prepareRetention(db: Db, writer: EventWriter): Compact {
     const ids = finished.all(before, BATCH).map((r) => r.id);
     if (ids.length === 0) return 0;
     // Before the deletes: see the contract above.
-    events.push(writer.append(null, 'retention.compacted', RETENTION, { tasks: ids.length, finished_before: new Date(before).toISOString() }, now));
+    events.push(writer.append(null, 'retention.compacted', RETENTION, compactedData(ids.length, before), now));
     for (const id of ids) {
       dropSteps.run(id);
       dropScreens.run(id);

@@ -1,43 +1,13 @@
 /** The SQLite adapter of the ScheduleStore port. */
-import { systemActor } from '../actors.js';
 import { checkCardAuthor, mayRemoveSchedule } from '../authority.js';
 import { EngineError } from '../errors.js';
-import type { Schedule, ScheduleStore } from '../schedules.js';
+import { SCHEDULER, type ScheduleRow as Row, fireKey, skippedFire, toSchedule } from '../schedule-rows.js';
+import type { ScheduleStore } from '../schedules.js';
 import { isTerminal } from '../states.js';
 import type { Card, TaskState } from '../types.js';
 import { DEFAULT_QUEUE, SCHEDULER_SCOPE, prepareCreate } from './create.js';
 import { createEventWriter } from './rows.js';
 import type { SqliteTaskStore } from './task-store.js';
-
-interface Row {
-  id: number;
-  cron: string;
-  title: string;
-  card: string;
-  queue: string;
-  catch_up: Schedule['catchUp'];
-  overlap: number;
-  creator: string;
-  creator_role: Schedule['creatorRole'];
-  last_fire_at: number;
-  last_task_id: number | null;
-  created_at: number;
-}
-
-const toSchedule = (r: Row): Schedule => ({
-  id: r.id,
-  cron: r.cron,
-  title: r.title,
-  card: JSON.parse(r.card) as Card,
-  queue: r.queue,
-  catchUp: r.catch_up,
-  overlap: r.overlap === 1,
-  creator: r.creator,
-  creatorRole: r.creator_role,
-  lastFireAt: r.last_fire_at,
-  lastTaskId: r.last_task_id,
-  createdAt: r.created_at,
-});
 
 export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore {
   const { db, write } = store;
@@ -93,12 +63,12 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
           if (at <= row.last_fire_at) continue; // another daemon handled it
           const previous = lastTask === null ? undefined : stateOf.get(lastTask);
           if (row.overlap === 0 && previous !== undefined && !isTerminal(previous.state)) {
-            events.push(writer.append(null, 'schedule.skipped', systemActor('scheduler'), { schedule_id: id, fire_time: new Date(at).toISOString(), reason: `task ${lastTask} is still ${previous.state}` }, now));
+            events.push(writer.append(null, 'schedule.skipped', SCHEDULER, skippedFire(id, at, lastTask!, previous.state), now));
             result.skipped.push(at);
             continue;
           }
           const [made] = create(
-            [{ title: row.title, card: JSON.parse(row.card) as Card, queue: row.queue, idempotencyKey: `schedule:${id}:${new Date(at).toISOString()}` }],
+            [{ title: row.title, card: JSON.parse(row.card) as Card, queue: row.queue, idempotencyKey: fireKey(id, at) }],
             { id: row.creator, role: row.creator_role },
             now,
             events,
