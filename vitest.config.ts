@@ -11,6 +11,19 @@ export const CONTRACT = [
   'test/engine/states.test.ts',
   'test/engine/bus.test.ts',
   'test/engine/json-depth.test.ts',
+  'test/engine/authority-stores.test.ts',
+  'test/engine/run-stats.test.ts',
+  'test/workers/loop.*.test.ts',
+  'test/workers/gate.test.ts',
+  'test/workers/plan.test.ts',
+  'test/workers/acceptance.test.ts',
+  'test/workers/approvals.test.ts',
+  'test/workers/retention.test.ts',
+  'test/workers/run-screens.test.ts',
+  'test/workers/vision.test.ts',
+  'test/security/*.test.ts',
+  'test/plugins/restart-policy.test.ts',
+  'test/plugins/hooks.test.ts',
 ];
 
 export default defineConfig({

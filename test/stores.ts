@@ -8,7 +8,9 @@ import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import pg from 'pg';
 import { inject, onTestFinished } from 'vitest';
-import { type TaskStore, createSqliteStore } from '../src/engine/index.js';
+import { type RunStore, type ScheduleStore, type TaskStore, createSqliteRunStore, createSqliteScheduleStore, createSqliteStore } from '../src/engine/index.js';
+import { createPgRunStore } from '../src/engine/postgres/run-store.js';
+import { createPgScheduleStore } from '../src/engine/postgres/schedules.js';
 import { createPgStore } from '../src/engine/postgres/task-store.js';
 
 export type StoreKind = 'sqlite' | 'postgres';
@@ -37,4 +39,24 @@ export function newDatabase(dir: string): string {
 export function openTaskStore(database: string, opts: { now?: () => number; watchFallbackMs?: number } = {}): TaskStore {
   if (STORE_KIND === 'sqlite') return createSqliteStore({ path: database, now: opts.now, watchFallbackMs: opts.watchFallbackMs });
   return createPgStore({ url: database, now: opts.now, pollMs: opts.watchFallbackMs });
+}
+
+/** The three stores of one connection to `database`: tasks, runs (all the run ports), schedules. */
+export function openStores(database: string, opts: { now?: () => number } = {}): { store: TaskStore; runs: RunStore; schedules: ScheduleStore } {
+  if (STORE_KIND === 'sqlite') {
+    const store = createSqliteStore({ path: database, now: opts.now });
+    return { store, runs: createSqliteRunStore(store), schedules: createSqliteScheduleStore(store) };
+  }
+  const store = createPgStore({ url: database, now: opts.now });
+  return { store, runs: createPgRunStore(store), schedules: createPgScheduleStore(store) };
+}
+
+/** The run and schedule stores sharing `tm`'s connection (tm from freshManager). */
+export function portsOf(tm: { store: TaskStore }): { runs: RunStore; schedules: ScheduleStore } {
+  if (STORE_KIND === 'sqlite') {
+    const store = tm.store as Parameters<typeof createSqliteRunStore>[0];
+    return { runs: createSqliteRunStore(store), schedules: createSqliteScheduleStore(store) };
+  }
+  const store = tm.store as Parameters<typeof createPgRunStore>[0];
+  return { runs: createPgRunStore(store), schedules: createPgScheduleStore(store) };
 }

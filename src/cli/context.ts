@@ -73,9 +73,10 @@ export interface CliContext {
 
 export function dbPathFrom(opts: GlobalOptions, env: NodeJS.ProcessEnv = process.env): string {
   const given = opts.db ?? env.TASKLOOP_DB ?? DEFAULT_DB;
-  // A URL is not a file name: taken as one, `postgres://…` would become a folder `postgres:`.
+  if (/^postgres(ql)?:\/\//.test(given)) return given;
+  // Any other URL is not a file name: taken as one, `file://…` would become a folder `file:`.
   if (isDatabaseUrl(given)) {
-    throw new UsageError(`--db (or TASKLOOP_DB): '${redactUrl(given)}' is a URL; this taskloop stores tasks in a SQLite file only (give a path)`);
+    throw new UsageError(`--db (or TASKLOOP_DB): '${redactUrl(given)}' is a URL taskloop cannot store tasks at (give a SQLite file's path, or a postgres:// URL)`);
   }
   return resolve(given);
 }

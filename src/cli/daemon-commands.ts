@@ -35,6 +35,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .option('--grace <duration>', 'how long in-flight steps may take to finish at shutdown (default 10s)')
     .option('--retain <duration>', 'compact the steps and events of tasks finished longer ago than this (default: keep all)')
     .option('--sweep <cron>', 'when to run the stale sweep (default every 5 seconds: */5 * * * * *)')
+    .option('--dead-after <duration>', 'on PostgreSQL: a daemon silent this long is taken for dead and its runs resume elsewhere (default 5s)')
     .option('--http <port>', 'also serve the HTTP API on 127.0.0.1:PORT in this process (0 picks a port), with the same tools and plugins and the same tokens as serve')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
@@ -52,9 +53,10 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             plugins: pluginSpecs(o.plugin, o.pluginConfig),
             sweepCron: o.sweep,
             retainMs: o.retain === undefined ? undefined : duration(o.retain, '--retain'),
+            silentMs: o.deadAfter === undefined ? undefined : duration(o.deadAfter, '--dead-after'),
             log: (line) => ctx.log(line),
           };
-          checkDaemonOptions(parsed, { workers: '--workers', concurrency: '--concurrency', leaseMs: '--lease', retainMs: '--retain', queue: '--queue', agent: '--agent' });
+          checkDaemonOptions(parsed, { workers: '--workers', concurrency: '--concurrency', leaseMs: '--lease', retainMs: '--retain', silentMs: '--dead-after', queue: '--queue', agent: '--agent' });
           return {
             graceMs: o.grace === undefined ? 10_000 : duration(o.grace, '--grace'),
             httpPort: o.http === undefined ? undefined : portArg(o.http, '--http'),

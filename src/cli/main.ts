@@ -76,7 +76,7 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   const program = new Command('taskloop')
     .description('a multi-process task engine for AI agents')
     .version(packageVersion(), '-V, --version', 'print the version of taskloop')
-    .option('--db <path>', 'database file (default: $TASKLOOP_DB, else data/taskloop.db)')
+    .option('--db <path|url>', 'a SQLite file or a postgres:// URL (default: $TASKLOOP_DB, else data/taskloop.db)')
     .option('--json', 'print snake_case JSON')
     .option('--as <name>', 'act as this agent (default: operator)')
     .option('--durability <mode>', 'normal (default) or full: synchronous=FULL, every commit fsynced')

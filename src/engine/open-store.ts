@@ -1,11 +1,11 @@
 /**
- * The public way to open a store: a path (a SQLite file) in, the ports out — TaskManager,
- * RunStore, ScheduleStore — with nothing of the adapter in the types, so a user's
- * declarations never depend on better-sqlite3's.
+ * The public way to open a store: a SQLite file's path or a `postgres://` URL in, the ports
+ * out — TaskManager, RunStore, ScheduleStore — with nothing of the adapters in the types, so
+ * a user's declarations never depend on better-sqlite3's or pg's.
  *
- * A database URL (`postgres://…`) is refused VALIDATION_FAILED until the PostgreSQL
- * adapter exists, before anything is opened or created: taken as a file name, it would
- * become a folder named `postgres:` (and its password would sit in a path).
+ * Any other URL (`file://…`) is refused VALIDATION_FAILED before anything is opened: taken as
+ * a file name it would become a folder named `file:`. On PostgreSQL, openStore resolves once
+ * the server answered and the schema is migrated, and rejects with the fault otherwise.
  */
 import { resolve } from 'node:path';
 import { EngineError } from './errors.js';
@@ -18,7 +18,8 @@ import { type TaskManager, createTaskManager } from './task-manager.js';
 export interface OpenStoreOptions {
   /**
    * The SQLite file (created with its folder unless `readonly`), relative to the working
-   * directory, or `:memory:`. A URL is refused VALIDATION_FAILED (see the module comment).
+   * directory, or `:memory:`; or a `postgres://user:password@host:port/db` URL (taskloop's
+   * options on it: `schema`, `wakeups=poll`, `pool`; see the README). Other URLs are refused.
    */
   path: string;
   /** `full` syncs every commit to disk; `normal` may lose the last commits on power loss. @defaultValue 'normal' */
@@ -33,7 +34,7 @@ export interface OpenStoreOptions {
 
 /** An open store: the same shape as a Daemon's `{ tm, runs }`, so createWorker takes either. */
 export interface TaskloopStore {
-  /** The absolute path of the file (or `:memory:`). */
+  /** The absolute path of the file (or `:memory:`), or the URL without its password. */
   readonly path: string;
   /** Tasks: create, claim, move, read, follow the event log. */
   readonly tm: TaskManager;
@@ -66,6 +67,13 @@ export async function openStore(opts: OpenStoreOptions): Promise<TaskloopStore> 
     readonly: opts.readonly === true,
     ...(opts.log === undefined ? {} : { log: opts.log }),
   });
+  try {
+    // PostgreSQL: the server reached and the schema migrated, or its fault now (STORE_UNAVAILABLE …).
+    await stores.ready;
+  } catch (err) {
+    await stores.store.close();
+    throw err;
+  }
   const tm = createTaskManager({ store: stores.store, sweepGraceMs: opts.sweepGraceMs });
   const faults = stores.sqlite;
   return {

@@ -149,11 +149,22 @@ export interface BreakerPort {
 /** The processes that hold runs, and the recovery of those that died. */
 export interface DaemonPort {
   registerDaemon(row: Omit<DaemonRow, 'startedAt' | 'heartbeatAt'>): Promise<void>;
-  /** One write per daemon: its heartbeat, and the leases of the tasks its busy slots hold. */
-  heartbeatDaemon(id: string, busySlots: string[]): Promise<void>;
+  /**
+   * One write per daemon: its heartbeat, and the leases of the tasks its busy slots hold.
+   * False when the daemon is no longer registered: its peers found it silent and took its
+   * tasks back (reclaimSilentDaemons); it should register again.
+   */
+  heartbeatDaemon(id: string, busySlots: string[]): Promise<boolean>;
   unregisterDaemon(id: string): Promise<void>;
   /** Reclaims the tasks of daemons on this host whose process is gone; returns the task ids. */
   reclaimDeadDaemons(host: string, selfId: string, isAlive: (pid: number) => boolean): Promise<number[]>;
+  /**
+   * Reclaims the tasks of daemons on any host whose last heartbeat is older than `silentMs`
+   * in the store's clock, and removes them from the registry; returns the task ids. For a
+   * store shared by several machines (StoreInfo.capabilities.multipleHosts), where a pid
+   * tells nothing about another machine's process.
+   */
+  reclaimSilentDaemons(selfId: string, silentMs: number): Promise<number[]>;
   /** Lets the leases held by one worker slot run out now, so the sweep returns its task. */
   expireSlot(slotId: string): Promise<void>;
   daemons(): Promise<DaemonRow[]>;

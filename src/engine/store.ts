@@ -73,6 +73,11 @@ export interface StoreInfo {
 export interface TaskStore {
   /** What this store is and can do. */
   info(): Promise<StoreInfo>;
+  /**
+   * The store's clock in epoch ms: the one its leases, schedules and expiries are judged by
+   * (the database server's on PostgreSQL, so every machine agrees; a test's pinned clock).
+   */
+  clock(): Promise<number>;
   /** Creates tasks atomically; refs let tasks of one batch depend on each other. */
   createTasks(inputs: BatchTaskInput[], creator: Actor): Promise<WriteOutcome<CreateResult[]>>;
   /** Claims the best claimable task, or null when there is none for this claimer. */

@@ -1,6 +1,8 @@
 /**
  * One way in to every store, for the surfaces (CLI, daemon, worker threads, HTTP server): a
- * database name — a SQLite file path or a `postgres://` URL — in, the ports out. Nothing above
+ * database name — a SQLite file path or a `postgres://` URL — in, the ports out. On
+ * PostgreSQL, `readonly` changes nothing: what a role may write is the server's to decide
+ * (a role with SELECT only gets STORE_READONLY from any write). Nothing above
  * the engine names an adapter; what only SQLite has (a file to back up, quick_check, the
  * ticket demo's direct connection) is reached through `sqlite`, undefined on PostgreSQL.
  */
@@ -10,6 +12,9 @@ import type { RunStore } from './run-store.js';
 import type { ScheduleStore } from './schedules.js';
 import type { TaskStore } from './store.js';
 import type { Durability } from './sqlite/connection.js';
+import { createPgRunStore } from './postgres/run-store.js';
+import { createPgScheduleStore } from './postgres/schedules.js';
+import { createPgStore } from './postgres/task-store.js';
 import { createSqliteRunStore } from './sqlite/run-store.js';
 import { createSqliteScheduleStore } from './sqlite/schedules.js';
 import { type SqliteTaskStore, createSqliteStore } from './sqlite/task-store.js';
@@ -25,6 +30,8 @@ export interface Stores {
   readonly schedules: ScheduleStore;
   /** The SQLite store when `kind` is sqlite: its file, quick_check, its connection. */
   readonly sqlite: SqliteTaskStore | undefined;
+  /** Settles once the store can be used: PostgreSQL's first connection and migration (rejects with its fault). */
+  readonly ready: Promise<void>;
 }
 
 export interface StoresOptions {
@@ -44,11 +51,18 @@ export interface StoresOptions {
 
 export { isDatabaseUrl, redactUrl } from './database-names.js';
 
+/** Whether a database name is a PostgreSQL URL. */
+export const isPostgresUrl = (name: string): boolean => /^postgres(ql)?:\/\//.test(name);
+
 export function createStores(opts: StoresOptions): Stores {
+  if (isPostgresUrl(opts.database)) {
+    const store = createPgStore({ url: opts.database, ...(opts.poolSize === undefined ? {} : { poolSize: opts.poolSize }), ...(opts.log === undefined ? {} : { log: opts.log }) });
+    return { kind: 'postgres', location: redactUrl(opts.database), store, runs: createPgRunStore(store), schedules: createPgScheduleStore(store), sqlite: undefined, ready: store.ready };
+  }
   if (isDatabaseUrl(opts.database)) {
     throw new EngineError(
       'VALIDATION_FAILED',
-      `'${redactUrl(opts.database)}' is a URL; this taskloop stores tasks in a SQLite file only (give a path); nothing was opened`,
+      `'${redactUrl(opts.database)}' is a URL taskloop cannot store tasks at (give a SQLite file's path, or a postgres:// URL); nothing was opened`,
     );
   }
   const sqlite = createSqliteStore({
@@ -66,5 +80,6 @@ export function createStores(opts: StoresOptions): Stores {
     runs: createSqliteRunStore(sqlite),
     schedules: createSqliteScheduleStore(sqlite),
     sqlite,
+    ready: Promise.resolve(),
   };
 }

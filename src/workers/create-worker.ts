@@ -31,7 +31,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type ClaimedTask, describeError, faultReporter } from '../engine/index.js';
 import { repeat } from './backoff.js';
-import { pidAlive, startHolder } from './holder.js';
+import { startHolder } from './holder.js';
 import { type Held, createHeldTasks } from './worker-held.js';
 import { type HandlerOutcome, createOutcomeWriter } from './worker-outcome.js';
 import { type Worker, type WorkerOptions, workerSettings } from './worker-options.js';
@@ -46,8 +46,9 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   const { agent, log, concurrency } = s;
   const heldTasks = createHeldTasks({ tm, agent, log });
   const held = heldTasks.all;
-  const holder = await startHolder({ runs, agent, threads: 0, leaseMs: s.leaseMs, log, onBeat: heldTasks.checkSoon });
-  const { id, host } = holder;
+  const { multipleHosts } = (await tm.store.info()).capabilities;
+  const holder = await startHolder({ runs, agent, threads: 0, leaseMs: s.leaseMs, log, onBeat: heldTasks.checkSoon, multiHost: multipleHosts });
+  const { id } = holder;
   const outcomes = createOutcomeWriter({ tm, runs, agent, finish: s.finish, log });
 
   let closing = false;
@@ -154,7 +155,7 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
 
   const jobs = [
     repeat(s.deadCheckMs, 5000, async () => {
-      const reclaimed = await runs.reclaimDeadDaemons(host, id, pidAlive);
+      const reclaimed = await holder.reclaimGone();
       if (reclaimed.length > 0) {
         log(`reclaimed tasks ${reclaimed.join(', ')} from a peer that is gone`);
         committed();

@@ -34,8 +34,13 @@ export interface DaemonOptions {
   schedulerCron?: string;
   /** Compact steps and events of tasks that finished longer ago than this (off by default). */
   retainMs?: number;
-  /** How often to look for dead daemons on this host. @defaultValue 250 */
+  /** How often to look for dead daemons (on this host; on a shared store, silent ones anywhere). @defaultValue 250 */
   deadCheckMs?: number;
+  /**
+   * On a store several machines share (PostgreSQL): a daemon silent this long in the
+   * database's clock is taken for dead and its runs resume elsewhere. @defaultValue 5000
+   */
+  silentMs?: number;
   /** One line per notable thing. @defaultValue no logging */
   log?: (line: string) => void;
 }
@@ -65,6 +70,7 @@ export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<ke
   whole('sweepGraceMs', 0, forever, ' ms');
   whole('retainMs', 1, forever, ' ms');
   whole('deadCheckMs', 10, forever, ' ms');
+  whole('silentMs', 300, forever, ' ms');
   if (opts.queue?.trim() === '') bad('queue', 'must not be empty');
   if (opts.agent?.trim() === '') bad('agent', 'must not be empty');
   // The threads claim as this agent: it may not bear the operator's or a system actor's name.

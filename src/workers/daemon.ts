@@ -37,7 +37,7 @@ import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './d
 export { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
 import { cronWithBackoff, repeat } from './backoff.js';
 import { budgetOfTask } from './budget.js';
-import { type Holder, pidAlive, startHolder } from './holder.js';
+import { type Holder, startHolder } from './holder.js';
 import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
@@ -93,12 +93,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   try {
     // A damaged file is refused before this daemon is registered or claims anything.
     stores.sqlite?.quickCheck();
-    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet });
+    const { multipleHosts } = (await store.info()).capabilities;
+    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet, multiHost: multipleHosts, silentMs: opts.silentMs });
   } catch (err) {
     await store.close();
     throw err;
   }
-  const { id, host } = holder;
+  const { id } = holder;
   const config: WorkerConfig = {
     dbPath: opts.dbPath,
     poolSize: poolSizeFor(Math.ceil(concurrency / threads)),
@@ -265,7 +266,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const jobs: Job[] = [];
   jobs.push(
     repeat(opts.deadCheckMs ?? 250, 5000, async () => {
-      const reclaimed = await runs.reclaimDeadDaemons(host, id, pidAlive);
+      const reclaimed = await holder.reclaimGone();
       if (reclaimed.length > 0) {
         log(`reclaimed tasks ${reclaimed.join(', ')} from a daemon that is gone`);
         wakeAll();
@@ -276,12 +277,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const expired = await runs.expireApprovals();
       if (expired.length > 0) log(`approvals ${expired.join(', ')} expired`);
       if (opts.retainMs !== undefined) {
-        const compacted = await runs.compact(Date.now() - opts.retainMs);
+        const compacted = await runs.compact((await store.clock()) - opts.retainMs);
         if (compacted > 0) log(`retention: compacted the history of ${compacted} finished tasks`);
       }
     }, faultReporter('sweep', quiet)),
     cronWithBackoff(opts.schedulerCron ?? '* * * * * *', async () => {
-      const { created, skipped } = await runSchedulerTick(schedules, Date.now());
+      // Fire times by the store's clock: on PostgreSQL every daemon's scheduler agrees on it.
+      const { created, skipped } = await runSchedulerTick(schedules, await store.clock());
       if (created.length > 0) log(`scheduler: created tasks ${created.join(', ')}`);
       if (skipped.length > 0) log(`scheduler: skipped ${skipped.length} fire(s) that would overlap`);
     }, faultReporter('scheduler', quiet)),

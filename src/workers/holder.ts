@@ -4,7 +4,14 @@
  * stream-owned runs. Every claim it makes names a slot of its own (`<holder id>/<n>`); one
  * write per beat renews the holder's heartbeat and the leases of all its busy slots, however
  * many runs are in flight. A holder whose process is gone is recognised by its peers on the
- * same host (reclaimDeadDaemons: the slot range `<id>/…` is reclaimed at once).
+ * same host (reclaimDeadDaemons: the slot range `<id>/…` is reclaimed at once). On a store
+ * that several machines share (PostgreSQL), a pid says nothing about another machine: there a
+ * holder beats at least every `silentMs / 3`, and one silent for `silentMs` in the database's
+ * clock is taken for dead by its peers on any host (reclaimSilentDaemons). Its own late
+ * writes are refused by the fence; when it beats again it registers anew.
+ *
+ * The host is `TASKLOOP_HOST` when set (containers whose hostnames collide; tests that play
+ * several machines on one), else the machine's hostname.
  */
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
@@ -19,6 +26,8 @@ export interface Holder {
   free(slotId: string): void;
   /** The slots in use now. */
   busy(): string[];
+  /** Reclaims what holders that are gone held (dead pids on this host; silent holders anywhere, on a shared store); returns the task ids. */
+  reclaimGone(): Promise<number[]>;
   /** Stops the beats and removes the holder from the registry (its leases stay as they are). */
   stop(): Promise<void>;
 }
@@ -37,6 +46,19 @@ export interface HolderOptions {
    * @defaultValue none
    */
   onBeat?: () => void;
+  /**
+   * The store is shared by several machines (StoreInfo.capabilities.multipleHosts): peers
+   * judge holders by their heartbeats, not their pids. @defaultValue false
+   */
+  multiHost?: boolean;
+  /** On a shared store, how long a holder may be silent before its peers take it for dead. @defaultValue 5000 */
+  silentMs?: number;
+}
+
+/** The host a holder says it runs on: TASKLOOP_HOST, else the hostname. */
+export function holderHost(): string {
+  const given = process.env.TASKLOOP_HOST;
+  return given !== undefined && given !== '' ? given : hostname();
 }
 
 /** Whether a process on this host lives (EPERM: it does, under another user): how peers judge a holder's pid. */
@@ -51,16 +73,23 @@ export function pidAlive(pid: number): boolean {
 
 /** Registers the holder, then beats every third of the lease. */
 export async function startHolder(opts: HolderOptions): Promise<Holder> {
-  const host = hostname();
+  const host = holderHost();
   const id = `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
-  await opts.runs.registerDaemon({ id, host, pid: process.pid, agent: opts.agent, threads: opts.threads });
+  const row = { id, host, pid: process.pid, agent: opts.agent, threads: opts.threads };
+  await opts.runs.registerDaemon(row);
+  const silentMs = opts.silentMs ?? 5000;
   const slots = new Set<string>();
   let next = 0;
   // A third of the lease, so two beats may fail before a lease runs out; never more often
   // than every 30 ms (a lease is at least 100 ms).
-  const beatMs = Math.max(30, Math.floor(opts.leaseMs / 3));
+  const beatMs = Math.max(30, Math.floor(Math.min(opts.leaseMs, opts.multiHost === true ? silentMs : Infinity) / 3));
   const beat = async () => {
-    await opts.runs.heartbeatDaemon(id, [...slots]);
+    if (!(await opts.runs.heartbeatDaemon(id, [...slots]))) {
+      // Its peers found this holder silent (a stall, a partition) and took its tasks back:
+      // its runs' next writes are refused by the fence. It goes on, registered anew.
+      opts.log?.(`holder ${id} was taken for dead by its peers (silent over ${silentMs} ms); its tasks were reclaimed; registering again`);
+      await opts.runs.registerDaemon(row);
+    }
     opts.onBeat?.();
   };
   const job = repeat(beatMs, 5000, beat, faultReporter('heartbeat', opts.log ?? (() => undefined)));
@@ -74,6 +103,11 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
     },
     free: (slot) => void slots.delete(slot),
     busy: () => [...slots],
+    async reclaimGone() {
+      const dead = await opts.runs.reclaimDeadDaemons(host, id, pidAlive);
+      if (opts.multiHost !== true) return dead;
+      return [...dead, ...(await opts.runs.reclaimSilentDaemons(id, silentMs))];
+    },
     async stop() {
       job.stop();
       await opts.runs.unregisterDaemon(id).catch(() => undefined);

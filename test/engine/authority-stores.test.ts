@@ -1,18 +1,13 @@
-// The authority cases that need the run and schedule stores (SQLite until the PostgreSQL
-// adapter fills those ports; then this file joins the contract in vitest.config.ts).
+// The authority cases that need the run and schedule stores (on both stores: vitest.config.ts CONTRACT).
 import { describe, expect, it } from 'vitest';
-import {
-  type SqliteTaskStore,
-  createSqliteRunStore,
-  createSqliteScheduleStore,
-} from '../../src/engine/index.js';
 import { runSchedulerTick } from '../../src/workers/scheduler.js';
+import { portsOf } from '../stores.js';
 import { agent, codeOf, fakeClock, freshManager, operator } from '../helpers.js';
 
 describe('what a card may do depends on who wrote it', () => {
   it('an agent may not smuggle a powered card in through a schedule', async () => {
     const tm = freshManager();
-    const schedules = createSqliteScheduleStore(tm.store as SqliteTaskStore);
+    const schedules = portsOf(tm).schedules;
     const card = { goal: 'g', launch_allowlist: [['xterm']] };
     expect(await codeOf(schedules.addSchedule({ cron: '* * * * *', title: 't', card }, agent('mallory')))).toBe('FORBIDDEN');
     expect(await schedules.listSchedules()).toEqual([]);
@@ -22,7 +17,7 @@ describe('what a card may do depends on who wrote it', () => {
 describe('schedules', () => {
   it('an agent may not remove an operator’s schedule; its creator or an operator may', async () => {
     const tm = freshManager();
-    const schedules = createSqliteScheduleStore(tm.store as SqliteTaskStore);
+    const schedules = portsOf(tm).schedules;
     const s = await schedules.addSchedule({ cron: '* * * * *', title: 'nightly', card: { goal: 'g' } }, operator);
     expect(await codeOf(schedules.removeSchedule(s.id, agent('mallory')))).toBe('FORBIDDEN');
     expect(await schedules.listSchedules()).toHaveLength(1);
@@ -37,7 +32,7 @@ describe('idempotency keys are scoped', () => {
   it('an agent that takes a schedule’s fire key first does not suppress the fire (a real scheduler tick)', async () => {
     const clock = fakeClock(Date.UTC(2026, 0, 1, 12, 0, 30));
     const tm = freshManager({ clock });
-    const schedules = createSqliteScheduleStore(tm.store as SqliteTaskStore);
+    const schedules = portsOf(tm).schedules;
     const s = await schedules.addSchedule({ cron: '* * * * *', title: 'nightly', card: { goal: 'g' }, overlap: false }, operator);
     const fire = new Date(Date.UTC(2026, 0, 1, 12, 1, 0)).toISOString();
     const squat = await tm.createTask({ title: 'squat', idempotencyKey: `schedule:${s.id}:${fire}`, forAgent: 'nobody' }, agent('mallory'));
@@ -58,7 +53,7 @@ describe('event ids are never reused', () => {
   it('compacting the task that owns the newest event does not hand its id out again', async () => {
     const clock = fakeClock();
     const tm = freshManager({ clock });
-    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const runs = portsOf(tm).runs;
     const { task } = await tm.createTask({ title: 't' }, operator);
     await tm.cancelTask({ taskId: task.id, actor: operator }); // the newest event is this task's
     const seen = (await tm.stats()).lastEventId;

@@ -4,7 +4,8 @@
  * window, grow with new events, and survive a longer window asked after a shorter one.
  */
 import { describe, expect, it } from 'vitest';
-import { createSqliteRunStore, type SqliteTaskStore, type TaskManager } from '../../src/engine/index.js';
+import type { TaskManager } from '../../src/engine/index.js';
+import { portsOf } from '../stores.js';
 import { agent, fakeClock, freshManager, operator, system } from '../helpers.js';
 
 async function complete(tm: TaskManager, n: number): Promise<void> {
@@ -20,7 +21,7 @@ describe('run stats over a window', () => {
   it('counts completions and reclaims in the window, sliding and growing with the log', async () => {
     const clock = fakeClock();
     const tm = freshManager({ clock });
-    const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const runs = portsOf(tm).runs;
     const t0 = clock.now();
     const stats = async () => {
       const s = await runs.runStats(clock.now() - 60_000);
@@ -50,7 +51,7 @@ describe('run stats over a window', () => {
     clock.set(t0 + 500_000);
     expect(await stats()).toEqual({ completed: 0, reclaims: 0 });
     // A second store over the same file (another process's view) agrees.
-    const other = createSqliteRunStore(tm.store as SqliteTaskStore);
+    const other = portsOf(tm).runs;
     expect((await other.runStats(t0 - 1000)).completed).toBe(9);
   });
 });

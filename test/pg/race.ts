@@ -24,7 +24,7 @@ export function second(tm: Manager, clock: Clock): PgTaskStore {
 
 /** Holds a row lock on a raw connection while `racers` start; they are let go once all of them wait for it. */
 export async function behindLock<T>(tm: Manager, lockSql: string, params: unknown[], racers: () => Array<Promise<T>>): Promise<PromiseSettledResult<T>[]> {
-  const raw = storeOf(tm).conn.dedicated();
+  const raw = await storeOf(tm).conn.dedicated();
   await raw.connect();
   onTestFinished(() => raw.end());
   await raw.query('BEGIN');
@@ -37,7 +37,8 @@ export async function behindLock<T>(tm: Manager, lockSql: string, params: unknow
 }
 
 async function waitBlocked(raw: pg.Client, pid: number, n: number): Promise<void> {
-  for (let i = 0; i < 500; i++) {
+  // Up to 30 s: on a loaded machine a racer's first connection can take seconds.
+  for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
     // Transitively: the first waiter holds the row's tuple lock, and the next ones wait for it.
     const { rows } = await raw.query<{ n: number }>(
       `WITH RECURSIVE waiting(pid) AS (

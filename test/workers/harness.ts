@@ -1,13 +1,10 @@
-/** Drives runTaskLoop in-process on a real SQLite file with the test tools. */
-import { join } from 'node:path';
+/** Drives runTaskLoop in-process on a real database (a SQLite file, or a PostgreSQL schema in the postgres project) with the test tools. */
 import {
   type BreakerPolicy,
   type ClaimedTask,
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
-  createSqliteRunStore,
-  createSqliteStore,
   createTaskManager,
 } from '../../src/engine/index.js';
 import { builtInTools } from '../../src/tools/builtin.js';
@@ -17,6 +14,7 @@ import { createScriptedPlanner } from '../../src/workers/planners/scripted.js';
 import type { Planner } from '../../src/workers/planner.js';
 import { onTestFinished } from 'vitest';
 import { tempDir } from '../helpers.js';
+import { newDatabase, openStores } from '../stores.js';
 // @ts-expect-error a plain JavaScript fixture module
 import { tools as testTools } from '../fixtures/test-tools.mjs';
 
@@ -32,23 +30,24 @@ export interface Harness {
   other(): { tm: TaskManager; runs: RunStore };
 }
 
+/** A loop harness on a fresh database of the test project's store (test/stores.ts). */
 export function harness(): Harness {
   const dir = tempDir();
-  const path = join(dir, 'loop.db');
-  const store = createSqliteStore({ path });
+  const path = newDatabase(dir);
+  const { store, runs } = openStores(path);
   const tm = createTaskManager({ store });
   onTestFinished(() => tm.close());
   return {
     dir,
     path,
     tm,
-    runs: createSqliteRunStore(store),
+    runs,
     tools: createToolRegistry([...builtInTools(), ...(testTools as Tool[])]),
     other() {
-      const s = createSqliteStore({ path });
-      const m = createTaskManager({ store: s });
+      const o = openStores(path);
+      const m = createTaskManager({ store: o.store });
       onTestFinished(() => m.close());
-      return { tm: m, runs: createSqliteRunStore(s) };
+      return { tm: m, runs: o.runs };
     },
   };
 }
@@ -78,7 +77,7 @@ export function loopContext(h: Harness, claim: ClaimedTask, over: Partial<LoopCo
     runs: h.runs,
     tools: h.tools,
     planner: (c, made): Planner => createScriptedPlanner(c.script ?? [], made),
-    services: { manager: h.tm, db: (h.tm.store as SqliteTaskStore).db },
+    services: { manager: h.tm, db: (h.tm.store as Partial<SqliteTaskStore>).db },
     breakerPolicy: POLICY,
     watch: (fn) => h.tm.store.watch(fn),
     now: Date.now,

@@ -54,13 +54,16 @@ export const pgDaemons = {
   },
 
   /** One statement: the daemon's row, and the leases its busy slots hold, renewed from `now`. */
-  async heartbeat(q: Query, id: string, busySlots: string[], now: number): Promise<void> {
-    await q(
-      `WITH beat AS (UPDATE daemons SET heartbeat_at = $1 WHERE id = $2)
-       UPDATE tasks SET lease_expires_at = $1 + lease_ms, stale_since = NULL
-       WHERE worker_id = ANY($3::text[]) AND state IN ('claimed', 'in_progress')`,
+  /** False when the daemon's row is gone (its peers reclaimed it as silent). */
+  async heartbeat(q: Query, id: string, busySlots: string[], now: number): Promise<boolean> {
+    const [row] = await q<{ registered: boolean }>(
+      `WITH beat AS (UPDATE daemons SET heartbeat_at = $1 WHERE id = $2 RETURNING 1),
+       leases AS (UPDATE tasks SET lease_expires_at = $1 + lease_ms, stale_since = NULL
+         WHERE worker_id = ANY($3::text[]) AND state IN ('claimed', 'in_progress'))
+       SELECT EXISTS (SELECT 1 FROM beat) AS registered`,
       [now, id, busySlots],
     );
+    return row?.registered === true;
   },
 
   async unregister(q: Query, id: string): Promise<void> {

@@ -16,13 +16,13 @@ import { EngineError } from '../errors.js';
 import type { ClaimedRun } from '../run-store.js';
 import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-rows.js';
 import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, ParkRunInput, RecordStepInput, ResumeRunInput, Run, ScreenInfo, Step, StepWrite, Usage } from '../runs.js';
-import { isFenced } from '../states.js';
-import { type TaskRow, toTask } from '../task-rows.js';
+import { toTask } from '../task-rows.js';
 import type { Actor, ClaimInput, ClaimedTask, Task, TaskEvent } from '../types.js';
 import { toWireBudget } from '../wire.js';
 import { claimTask } from './claim.js';
 import type { Query } from './connection.js';
 import { appendEvent, applyMove, lockTask } from './moves.js';
+import { fenceClaim, fenceTask } from './fence.js';
 
 type RunR = RunRow & Record<string, unknown>;
 type StepR = StepRow & Record<string, unknown>;
@@ -30,25 +30,9 @@ type StepR = StepRow & Record<string, unknown>;
 /** The run's next seq, in the INSERT itself: safe only under the task's row lock (see above). */
 const NEXT_SEQ = '(SELECT COALESCE(MAX(seq), 0) + 1 FROM steps WHERE run_id = $1)';
 
-function checkClaim(f: Fence, row: { state: TaskRow['state']; claim_token: string | null } | undefined): void {
-  if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${f.taskId} does not exist`, { task_id: f.taskId });
-  if (row.claim_token !== f.claimToken || !isFenced(row.state)) {
-    throw new EngineError('STALE_CLAIM', `task ${f.taskId}: the claim of ${f.agent} is no longer current (task is ${row.state})`, { task_id: f.taskId });
-  }
-}
-
-/** The fence of a write that moves the task: its row, locked and checked. */
-async function fence(q: Query, f: Fence): Promise<TaskRow> {
-  const row = await lockTask(q, f.taskId);
-  checkClaim(f, row);
-  return row!;
-}
-
-/** The fence of a step write: the row is locked all the same, but only the claim is read (the card can be large). */
-async function fenceLight(q: Query, f: Fence): Promise<void> {
-  const [row] = await q<{ state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = $1 FOR UPDATE', [f.taskId]);
-  checkClaim(f, row);
-}
+// The fences (fence.ts): a write that moves the task reads its whole row, a step write only its claim.
+const fence = fenceTask;
+const fenceLight = fenceClaim;
 
 async function runOf(q: Query, f: Fence, runId: number): Promise<RunRow> {
   const [run] = await q<RunR>('SELECT * FROM runs WHERE id = $1', [runId]);
@@ -83,10 +67,11 @@ async function stepFinished(q: Query, f: Fence, row: StepRow, status: string, no
 /** Finishes a step begun earlier: its outcome, the run's usage, its screen, one event. */
 async function finished(q: Query, f: Fence, input: FinishStepInput, now: number, events: TaskEvent[], usage = true): Promise<Step> {
   const [row] = await q<StepR>(
-    `UPDATE steps SET status = $1, result = $2, error = $3, duration_ms = $4, tokens = $5, finished_at = $6 WHERE id = $7 RETURNING *`,
-    [input.status, jsonOrNull(input.result), input.error ?? null, Math.round(input.durationMs), input.tokens ?? 0, now, input.stepId],
+    `UPDATE steps SET status = $1, result = $2, error = $3, duration_ms = $4, tokens = $5, finished_at = $6
+     WHERE id = $7 AND run_id IN (SELECT id FROM runs WHERE task_id = $8) RETURNING *`,
+    [input.status, jsonOrNull(input.result), input.error ?? null, Math.round(input.durationMs), input.tokens ?? 0, now, input.stepId, f.taskId],
   );
-  if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
+  if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} is not a step of task ${f.taskId}'s runs`);
   if (usage) await updateUsage(q, input.usage, row.seq, row.run_id);
   if (input.screen !== undefined) {
     const png = Buffer.from(input.screen.buffer, input.screen.byteOffset, input.screen.byteLength);
@@ -290,6 +275,7 @@ export const pgRuns = {
       ...(input.reason === undefined ? {} : { reason: input.reason }),
     }, now));
     await giveBackAttempt(q, input.taskId);
+    moved.attempts = Math.max(moved.attempts - 1, 0);
     return toTask(moved);
   },
 

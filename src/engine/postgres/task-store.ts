@@ -90,6 +90,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
           capabilities: { multipleHosts: true, pidLiveness: false, pushWakeups: location.wakeups === 'listen', skipLocked: true },
         };
       }),
+    clock: () => read(() => conn.now()),
     createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events)),
     claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events)),
     heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),

@@ -14,7 +14,8 @@ import type { TaskRow } from './rows.js';
 
 export interface Daemons {
   register(row: Omit<DaemonRow, 'startedAt' | 'heartbeatAt'>, now: number): void;
-  heartbeat(id: string, busySlots: string[], now: number): void;
+  /** False when the daemon's row is gone (its peers reclaimed it). */
+  heartbeat(id: string, busySlots: string[], now: number): boolean;
   unregister(id: string): void;
   reclaimDead(host: string, selfId: string, isAlive: (pid: number) => boolean, now: number, events: TaskEvent[]): number[];
   /**
@@ -61,8 +62,9 @@ export function prepareDaemons(db: Db, apply: ApplyMove): Daemons {
       insert.run(row.id, row.host, row.pid, row.agent, row.threads, now, now);
     },
     heartbeat(id, busySlots, now) {
-      beat.run(now, id);
+      if (beat.run(now, id).changes === 0) return false;
       for (const slot of busySlots) extend.run({ slot, now });
+      return true;
     },
     unregister(id) {
       remove.run(id);

@@ -79,6 +79,11 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
       daemons.list().some((d) => d.host === host && d.id !== selfId && !isAlive(d.pid))
         ? value(write('reclaim', (ev, now) => daemons.reclaimDead(host, selfId, isAlive, now, ev)))
         : [],
+    // Read first, as above: a write transaction only when some daemon has gone silent.
+    reclaimSilentDaemons: async (selfId, silentMs) =>
+      daemons.list().some((d) => d.id !== selfId && d.heartbeatAt < store.now() - silentMs)
+        ? value(write('reclaim', (ev, now) => daemons.reclaimSilent(selfId, silentMs, now, ev)))
+        : [],
     expireSlot: (slotId) => value(write('expire slot', (_ev, now) => daemons.expireSlot(slotId, now))),
     daemons: async () => read('list daemons', () => daemons.list()),
     parkForApproval: (f, input, usage) => value(write('park', (ev, now) => approvals.park(runs.fence, f, input, usage, now, ev))),

@@ -46,7 +46,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   );
   const updateStep = db.prepare<Record<string, unknown>, StepRow>(
     `UPDATE steps SET status = @status, result = @result, error = @error, duration_ms = @duration, tokens = @tokens,
-       finished_at = @now WHERE id = @id RETURNING *`,
+       finished_at = @now WHERE id = @id AND run_id IN (SELECT id FROM runs WHERE task_id = @task) RETURNING *`,
   );
   const insertDone = db.prepare<Record<string, unknown>, StepRow>(
     `INSERT INTO steps (run_id, seq, kind, status, tool, args, result, error, duration_ms, tokens, started_at, finished_at)
@@ -111,8 +111,10 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       duration: Math.round(input.durationMs),
       tokens: input.tokens ?? 0,
       now,
+      // A step of another task's run is not this fence's to write.
+      task: f.taskId,
     });
-    if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} does not exist`);
+    if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} is not a step of task ${f.taskId}'s runs`);
     if (usage) updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
     if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
     events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
@@ -295,6 +297,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         ...(input.reason === undefined ? {} : { reason: input.reason }),
       }, now));
       giveBackAttempt.run(input.taskId);
+      moved.attempts = Math.max(moved.attempts - 1, 0);
       return toTask(moved);
     },
     getRun(runId) {

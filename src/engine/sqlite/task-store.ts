@@ -255,6 +255,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
         // other's commits through a watch of its folder, and a dead daemon is known by its pid.
         capabilities: { multipleHosts: false, pidLiveness: true, pushWakeups: true, skipLocked: false },
       })),
+    clock: async () => now(),
     createTasks: (inputs, creator) => write('create', (events, at) => create(inputs, creator, at, events)),
     claim: (input) => write('claim', (events, at) => claim(input, at, events)),
     heartbeat: async (input) => {

@@ -55,7 +55,9 @@ export async function createLoopHost(opts: LoopHostOptions): Promise<LoopHost> {
   const runner = createRunner({ tm, runs, tools, plugins, breaker: opts.breaker, services: { db } });
   let holder: Promise<Holder> | undefined;
   const held = () => {
-    holder ??= startHolder({ runs, agent: opts.agent, threads: 0, leaseMs: opts.leaseMs ?? 30_000, log: opts.log });
+    holder ??= tm.store.info().then(({ capabilities }) =>
+      startHolder({ runs, agent: opts.agent, threads: 0, leaseMs: opts.leaseMs ?? 30_000, log: opts.log, multiHost: capabilities.multipleHosts }),
+    );
     holder.catch(() => (holder = undefined));
     return holder;
   };

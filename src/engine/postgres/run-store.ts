@@ -1,0 +1,101 @@
+/**
+ * The PostgreSQL adapter of the RunStore ports, one module per noun (runs.ts, controls.ts,
+ * breakers.ts, daemons.ts, approvals.ts, run-stats.ts, retention.ts), each write one
+ * transaction of the task store's pool with its events, as on SQLite (sqlite/run-store.ts).
+ */
+import { assertBindableName } from '../actors.js';
+import type { RunStore } from '../run-store.js';
+import { parseClaimInput } from '../schemas.js';
+import { pgApprovals } from './approvals.js';
+import { pgBreakers } from './breakers.js';
+import { claimable } from './claim.js';
+import { pgControls } from './controls.js';
+import { pgDaemons } from './daemons.js';
+import { pgRetention } from './retention.js';
+import { createPgRunStats } from './run-stats.js';
+import { claimRun, pgRuns } from './runs.js';
+import type { PgTaskStore } from './task-store.js';
+
+export function createPgRunStore(store: PgTaskStore): RunStore {
+  const { write, read } = store;
+  const q = store.conn.query;
+  const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
+  const runStats = createPgRunStats(q);
+  const now = () => store.conn.now();
+
+  return {
+    claimRun: async (input, budgetOf) => {
+      const parsed = { ...parseClaimInput(input), start: true };
+      assertBindableName(parsed.agent, 'claim');
+      // A read first: an idle daemon woken by every commit must not open a write transaction
+      // each time only to find nothing (a task taken meanwhile makes the claim below null).
+      if (parsed.taskId === undefined && !(await read(async () => claimable(q, parsed, await now())))) return null;
+      return value(write('claim run', (tx, at, ev) => claimRun(tx, parsed, budgetOf, at, ev)));
+    },
+    openRun: (f, budget) => value(write('open run', (tx, at, ev) => pgRuns.openRun(tx, f, budget, at, ev))),
+    beginStep: (f, input) => value(write('begin step', (tx, at, ev) => pgRuns.beginStep(tx, f, input, at, ev))),
+    writeSteps: (f, writes) => value(write('write steps', (tx, at, ev) => pgRuns.writeSteps(tx, f, writes, at, ev))),
+    finishStep: (f, input) => value(write('finish step', (tx, at, ev) => pgRuns.finishStep(tx, f, input, at, ev))),
+    setPaused: (f, runId, paused, reason) => value(write('pause run', (tx, at, ev) => pgRuns.setPaused(tx, f, runId, paused, reason, at, ev))),
+    finishRun: (f, input) => value(write('finish run', (tx, at, ev) => pgRuns.finishRun(tx, f, input, at, ev))),
+    recordRestart: (f, runId, reason) => value(write('restart run', (tx, at, ev) => pgRuns.recordRestart(tx, f, runId, reason, at, ev))),
+    parkRun: (f, input) => value(write('park run', (tx, at, ev) => pgRuns.parkRun(tx, f, input, at, ev))),
+    resumeRun: (input) => value(write('resume run', (tx, at, ev) => pgRuns.resumeRun(tx, input, at, ev))),
+    releaseRun: (f, runId, reason) => value(write('release run', (tx, at, ev) => pgRuns.releaseRun(tx, f, runId, reason, at, ev))),
+    getRun: (runId) => read(() => pgRuns.getRun(q, runId)),
+    runsOf: (taskId) => read(() => pgRuns.runsOf(q, taskId)),
+    getScreen: (runId) => read(() => pgRuns.getScreen(q, runId)),
+
+    getControl: (taskId) => read(() => pgControls.get(q, taskId)),
+    listControls: () => read(() => pgControls.list(q)),
+    setControl: (request) =>
+      value(write('control', async (tx, at, ev) => {
+        const affected = await pgControls.set(tx, request, at, ev);
+        // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
+        if (request.state === 'stopped') await pgApprovals.revokeUnused(tx, request.target === 'all' ? 'all' : affected, at, ev);
+        return affected;
+      })),
+
+    // The common case — a closed breaker, a success — needs no write transaction at all.
+    breakerAcquire: async (tool, policy) =>
+      (await read(() => pgBreakers.clean(q, tool)))
+        ? { allowed: true, state: 'closed', probe: false }
+        : value(write('breaker', (tx, at, ev) => pgBreakers.acquire(tx, tool, policy, at, ev))),
+    breakerRecord: async (tool, ok, policy, taskId) =>
+      ok && (await read(() => pgBreakers.clean(q, tool)))
+        ? 'closed'
+        : value(write('breaker', (tx, at, ev) => pgBreakers.record(tx, tool, ok, policy, taskId ?? null, at, ev))),
+    breakers: () => read(() => pgBreakers.list(q)),
+
+    registerDaemon: (row) => value(write('register daemon', (tx, at) => pgDaemons.register(tx, row, at))),
+    heartbeatDaemon: (id, slots) => value(write('daemon heartbeat', (tx, at) => pgDaemons.heartbeat(tx, id, slots, at))),
+    unregisterDaemon: (id) => value(write('unregister daemon', (tx) => pgDaemons.unregister(tx, id))),
+    // Read first: a write transaction only when a daemon on this host is actually gone.
+    reclaimDeadDaemons: async (host, selfId, isAlive) =>
+      (await read(() => pgDaemons.list(q))).some((d) => d.host === host && d.id !== selfId && !isAlive(d.pid))
+        ? value(write('reclaim', (tx, at, ev) => pgDaemons.reclaimDead(tx, host, selfId, isAlive, at, ev)))
+        : [],
+    // Read first, as above: a write transaction only when some daemon has gone silent.
+    reclaimSilentDaemons: async (selfId, silentMs) => {
+      const [daemons, at] = await Promise.all([read(() => pgDaemons.list(q)), now()]);
+      return daemons.some((d) => d.id !== selfId && d.heartbeatAt < at - silentMs)
+        ? value(write('reclaim', (tx, t, ev) => pgDaemons.reclaimSilent(tx, selfId, silentMs, t, ev)))
+        : [];
+    },
+    expireSlot: (slotId) => value(write('expire slot', (tx, at) => pgDaemons.expireSlot(tx, slotId, at))),
+    daemons: () => read(() => pgDaemons.list(q)),
+
+    parkForApproval: (f, input, usage) => value(write('park', (tx, at, ev) => pgApprovals.park(tx, f, input, usage, at, ev))),
+    approvalForStep: (stepId) => read(() => pgApprovals.forStep(q, stepId)),
+    reparkForApproval: (f, approval) => value(write('repark', (tx, at, ev) => pgApprovals.repark(tx, f, approval, at, ev))),
+    useApproval: (f, id) => value(write('use approval', (tx, at, ev) => pgApprovals.use(tx, f, id, at, ev))),
+    decideApproval: (input) => value(write('decide approval', (tx, at, ev) => pgApprovals.decide(tx, input, at, ev))),
+    expireApprovals: () => value(write('expire approvals', (tx, at, ev) => pgApprovals.expire(tx, at, ev))),
+    listApprovals: (state, limit = 100) => read(() => pgApprovals.list(q, state, limit)),
+    countApprovals: (state) => read(() => pgApprovals.count(q, state)),
+    getApproval: (id) => read(() => pgApprovals.get(q, id)),
+
+    runStats: (since) => read(async () => runStats(since, await now())),
+    compact: (before) => value(write('compact', (tx, at, ev) => pgRetention.compact(tx, before, at, ev))),
+  };
+}
