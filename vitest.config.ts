@@ -24,6 +24,7 @@ export const CONTRACT = [
   'test/security/*.test.ts',
   'test/plugins/restart-policy.test.ts',
   'test/plugins/hooks.test.ts',
+  'test/tools/tickets.test.ts',
 ];
 
 export default defineConfig({

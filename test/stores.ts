@@ -60,3 +60,21 @@ export function portsOf(tm: { store: TaskStore }): { runs: RunStore; schedules: 
   const store = tm.store as Parameters<typeof createPgRunStore>[0];
   return { runs: createPgRunStore(store), schedules: createPgScheduleStore(store) };
 }
+
+/**
+ * Runs one statement on `tm`'s database, whichever the store, for a test that sets up a state
+ * no port writes (an approval's deadline moved into the past). Write it with PostgreSQL's
+ * placeholders, `$1`, `$2` …: on SQLite each becomes a `?` bound to that parameter (so one may
+ * repeat). Keep to SQL both accept.
+ */
+export async function execSql(tm: { store: TaskStore }, sql: string, params: unknown[] = []): Promise<void> {
+  if (STORE_KIND === 'sqlite') {
+    const { db } = tm.store as Parameters<typeof createSqliteRunStore>[0];
+    const order: unknown[] = [];
+    const text = sql.replace(/\$(\d+)/g, (_, n: string) => (order.push(params[Number(n) - 1]), '?'));
+    db.prepare(text).run(...order);
+    return;
+  }
+  const store = tm.store as Parameters<typeof createPgRunStore>[0];
+  await store.read(() => store.conn.query(sql, params));
+}

@@ -60,7 +60,7 @@ export interface CliContext {
   /** Runs, steps, controls, breakers, approvals … of the same database. */
   runs(): RunStore;
   schedules(): ScheduleStore;
-  /** The SQLite store, for what only a file has (backup, the ticket demo's tables); refused on PostgreSQL. */
+  /** The SQLite store, for what only a file has (backup); refused on PostgreSQL. */
   sqlite(what: string): SqliteTaskStore;
   /** A progress line for long-running commands: stderr, so stdout stays data. */
   log(line: string): void;

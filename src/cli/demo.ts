@@ -9,7 +9,7 @@ import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
 import type { RunStore, Task, TaskEvent } from '../engine/index.js';
 import { ticketCard } from '../tools/ticket-card.js';
-import { ticketStore } from '../tools/tickets.js';
+import { ticketStoreFor } from '../tools/tickets.js';
 import { startDaemon } from '../workers/daemon.js';
 import type { CliContext } from './context.js';
 import type { Run } from './task-commands.js';
@@ -76,7 +76,7 @@ export function registerDemoCommand(program: Command, run: Run): void {
         ctx.log(planner === 'llm' ? `planner: llm (${process.env.TASKLOOP_MODEL ?? 'gpt-4o-mini'} at ${process.env.OPENAI_BASE_URL ?? 'api.openai.com'})` : 'planner: scripted (set OPENAI_API_KEY to use an LLM)');
         const tm = ctx.manager();
         const runs = ctx.runs();
-        const seeded = ticketStore(ctx.sqlite('the demo').db).seed();
+        const seeded = await ticketStoreFor(tm.store).seed();
         ctx.log(`database ${ctx.dbPath}; tickets T-1000 … T-1099 ${seeded > 0 ? 'seeded' : 'already there'}`);
         const cursor = (await tm.stats()).lastEventId;
         const quiet = process.stderr.isTTY === true && !ctx.json;

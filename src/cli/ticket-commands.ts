@@ -1,11 +1,11 @@
 /** `taskloop tickets seed | list | show ID`: the ticket demo's data, for an operator to look at. */
 import type { Command } from 'commander';
-import { TICKET_ID, type Ticket, ticketStore } from '../tools/tickets.js';
+import { TICKET_ID, type Ticket, ticketStoreFor } from '../tools/tickets.js';
 import { EngineError } from '../engine/index.js';
 import type { CliContext } from './context.js';
 import type { Run } from './task-commands.js';
 
-const store = (ctx: CliContext) => ticketStore(ctx.sqlite('the ticket demo').db);
+const store = (ctx: CliContext) => ticketStoreFor(ctx.manager().store);
 const line = (t: Ticket) => `${t.ticket_id.padEnd(7)} ${t.status.padEnd(6)} ${t.priority.padEnd(6)} ${t.notified ? 'notified' : '-'.padEnd(8)}  ${t.title}`;
 
 export function registerTicketCommands(program: Command, run: Run): void {
@@ -15,7 +15,7 @@ export function registerTicketCommands(program: Command, run: Run): void {
     .description('create tickets T-1000 … T-1099 (open, priority normal); running it again changes nothing')
     .action(async (_o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const added = store(ctx).seed();
+        const added = await store(ctx).seed();
         ctx.out({ added }, () => `seeded ${added} tickets${added === 0 ? ' (all 100 were there already)' : ''}`);
       }),
     );
@@ -24,7 +24,7 @@ export function registerTicketCommands(program: Command, run: Run): void {
     .description('list the tickets')
     .action(async (_o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const all = store(ctx).list();
+        const all = await store(ctx).list();
         ctx.out(all, () => (all.length === 0 ? 'no tickets (taskloop tickets seed creates them)' : all.map(line).join('\n')));
       }),
     );
@@ -37,7 +37,7 @@ export function registerTicketCommands(program: Command, run: Run): void {
         if (!parsed.success) throw new EngineError('VALIDATION_FAILED', `ticket id: '${id}' is not a ticket id such as T-1024`);
         let t: Ticket;
         try {
-          t = store(ctx).get(id);
+          t = await store(ctx).get(id);
         } catch {
           throw new EngineError('VALIDATION_FAILED', `ticket ${id} does not exist (taskloop tickets seed creates T-1000 … T-1099)`);
         }

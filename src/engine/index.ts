@@ -31,7 +31,7 @@ export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
 /** @internal */
 export { createWriteLock } from './sqlite/write-lock.js';
-/** @internal Waiting for SQLite's write lock without its busy handler (the ticket demo's direct writes). */
+/** @internal Waiting for SQLite's write lock without its busy handler (the ticket demo's writes, tools/tickets-sqlite.ts). */
 export { spinOnBusy } from './sqlite/busy.js';
 export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';
 export { openStore, isDatabaseUrl, redactUrl, type OpenStoreOptions, type TaskloopStore } from './open-store.js';
@@ -39,3 +39,7 @@ export { openStore, isDatabaseUrl, redactUrl, type OpenStoreOptions, type Tasklo
 export { createStores, type Stores, type StoresOptions, type StoreKind } from './stores.js';
 /** @internal */
 export { poolSizeFor } from './postgres/pool-size.js';
+/** @internal The PostgreSQL adapter's store: its `write` transaction and `conn` (the ticket demo's tables). */
+export type { PgTaskStore } from './postgres/task-store.js';
+/** @internal */
+export type { Query as PgQuery } from './postgres/connection.js';

@@ -3,8 +3,8 @@
  * database name — a SQLite file path or a `postgres://` URL — in, the ports out. On
  * PostgreSQL, `readonly` changes nothing: what a role may write is the server's to decide
  * (a role with SELECT only gets STORE_READONLY from any write). Nothing above
- * the engine names an adapter; what only SQLite has (a file to back up, quick_check, the
- * ticket demo's direct connection) is reached through `sqlite`, undefined on PostgreSQL.
+ * the engine names an adapter; what only SQLite has (a file to back up, quick_check) is
+ * reached through `sqlite`, undefined on PostgreSQL.
  */
 import { isDatabaseUrl, redactUrl } from './database-names.js';
 import { EngineError } from './errors.js';

@@ -26,7 +26,7 @@ export interface ToolContext {
   actor?: Actor;
   /** Stable across a crash retry of the same step: use it to make writes idempotent. */
   idempotencyKey: string;
-  /** Services the runtime offers to tools (e.g. the task manager, the database handle). */
+  /** Services the runtime offers to tools (e.g. the task manager, the ticket demo's store). */
   services: ToolServices;
 }
 

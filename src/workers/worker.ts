@@ -10,6 +10,7 @@ import { type DaemonBroadcast, type WorkerConfig, type WorkerReply, type WorkerR
 import { type Runner, createRunner } from './runner.js';
 import { loadTools } from './tool-modules.js';
 import { loadPlugins } from '../plugins/load.js';
+import { ticketStoreFor } from '../tools/tickets.js';
 
 const config = workerData as WorkerConfig;
 let draining = false;
@@ -29,8 +30,8 @@ function setup(): Promise<Runner> {
     };
     channel.unref();
     const tm = createTaskManager({ store: stores.store });
-    // The ticket demo's tools write their tables through a SQLite store's connection.
-    return createRunner({ tm, runs: stores.runs, tools, plugins: config.plugins, breaker: config.breaker, services: { db: stores.sqlite?.db } });
+    // The ticket demo's tools write their tables in the store's database.
+    return createRunner({ tm, runs: stores.runs, tools, plugins: config.plugins, breaker: config.breaker, services: { tickets: ticketStoreFor(stores.store) } });
   })();
   // A set-up that failed (the file was busy, full, briefly unreadable) is tried again at the
   // next request instead of failing every request of this thread for good.

@@ -7,9 +7,9 @@ import { ticketCard } from '../../src/tools/ticket-card.js';
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { OPERATOR, type SqliteTaskStore } from '../../src/engine/index.js';
+import { OPERATOR } from '../../src/engine/index.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { freshManager } from '../helpers.js';
 import { startDaemonProcess } from '../workers/daemon-helpers.js';
 import { card as workerCard, harness, runCard } from '../workers/harness.js';
@@ -21,7 +21,7 @@ import { spawnServe } from './serve-process.js';
 describe('the live board', () => {
   it('shows a daemon task waiting for approval, approves it from the panel, and follows it to completed', async () => {
     const tm = freshManager();
-    ticketStore((tm.store as SqliteTaskStore).db).seed();
+    await ticketStoreFor(tm.store).seed();
     const served = await spawnServe(tm.path);
     const daemon = await startDaemonProcess(tm.path, ['--workers', '1']);
     onTestFinished(() => {
@@ -70,7 +70,7 @@ describe('the live board', () => {
     expect(await page.locator('#detail [data-action="stop"]').count()).toBe(0);
 
     expect((await tm.getTask(id)).state).toBe('completed');
-    expect(ticketStore((tm.store as SqliteTaskStore).db).get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
+    expect(await ticketStoreFor(tm.store).get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
     expect(errors).toEqual([]);
 
     await page.screenshot({ path: join(ARTIFACTS, 'board.png'), fullPage: true });

@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import type { SqliteTaskStore } from '../../src/engine/index.js';
 import { boardRoutes } from '../../src/monitor/board/board.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { operator } from '../helpers.js';
 import { type Harness, card, drive, harness, loopContext, runCard } from '../workers/harness.js';
 import { openBrowser } from './browser.js';
@@ -20,7 +20,7 @@ async function runNext(h: Harness) {
 describe('the board on finished and running work', () => {
   it('marks a degraded completion apart from a clean one, and counts down a deadline only while the run is live', async () => {
     const h = harness();
-    ticketStore((h.tm.store as SqliteTaskStore).db).seed();
+    await ticketStoreFor(h.tm.store).seed();
     const clean = (await runCard(h, card({ allowed_tools: ['noop'], budget: { max_steps: 20, deadline: '10m' }, script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }] }))).claim.id;
     // Seed 003 path 3: the approval expires, the page is skipped, the run ends degraded.
     const { task: degradedTask } = await h.tm.createTask({ title: 'degrades', card: ticketCard('T-1024', { onExpiry: 'degraded' }) }, operator);

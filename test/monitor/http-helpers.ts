@@ -1,5 +1,6 @@
 /**
- * A real HTTP server on 127.0.0.1 over a fresh SQLite file, and a real SSE client on fetch.
+ * A real HTTP server on 127.0.0.1 over a fresh SQLite file (or the database it is given), and
+ * a real SSE client on fetch.
  * Every request needs a credential: a test server keeps its generated operator token in
  * `<db>.http-token` like `taskloop serve`, and `op` / `auth` carry it.
  */
@@ -11,11 +12,11 @@ import {
   type RunStore,
   type SqliteTaskStore,
   type TaskManager,
-  createSqliteRunStore,
-  createSqliteStore,
+  createStores,
   createTaskManager,
   sameActor,
 } from '../../src/engine/index.js';
+import { isPostgresUrl } from '../../src/engine/stores.js';
 import { type HttpServer, type HttpServerOptions, createHttpServer } from '../../src/monitor/http/server.js';
 import { tokenFileFor } from '../../src/monitor/http/token-file.js';
 import { tempDir, waitFor } from '../helpers.js';
@@ -32,6 +33,7 @@ export interface TestServer {
   path: string;
   tm: TaskManager;
   runs: RunStore;
+  /** SQLite's connection (undefined when `path` is a PostgreSQL URL). */
   db: SqliteTaskStore['db'];
   /** `Authorization: Bearer <the operator's token>` (none when the server has no operator token). */
   auth: Record<string, string>;
@@ -43,17 +45,18 @@ export interface TestServer {
 export const bearer = (token: string): Record<string, string> => ({ authorization: `Bearer ${token}` });
 
 /**
- * Starts a server on port 0 (over `path`, or a new file); it and its store are closed when the
- * test finishes. Without `tokens` it generates its operator token into `<path>.http-token`.
+ * Starts a server on port 0 (over `path` — a file or a postgres:// URL — or a new file); it and
+ * its store are closed when the test finishes. Without `tokens` it generates its operator token
+ * into `<path>.http-token` (for a URL, into a file in a temporary folder).
  */
 export async function startServer(opts: Partial<HttpServerOptions> & { path?: string } = {}): Promise<TestServer> {
   const path = opts.path ?? join(tempDir(), 'http.db');
-  const store = createSqliteStore({ path });
+  const { store, runs } = createStores({ database: path });
   const tm = createTaskManager({ store });
-  const runs = createSqliteRunStore(store);
+  const tokenFile = isPostgresUrl(path) ? join(tempDir(), 'server.http-token') : tokenFileFor(path);
   let server: HttpServer;
   try {
-    server = await createHttpServer({ tm, runs, port: 0, tokens: new Map(), tokenFile: tokenFileFor(path), ...opts });
+    server = await createHttpServer({ tm, runs, port: 0, tokens: new Map(), tokenFile, ...opts });
   } catch (err) {
     await tm.close();
     throw err;
@@ -66,7 +69,7 @@ export async function startServer(opts: Partial<HttpServerOptions> & { path?: st
     ? readFileSync(server.tokenFile, 'utf8').trim()
     : [...(opts.tokens ?? [])].find(([, actor]) => sameActor(actor, OPERATOR))?.[0];
   const auth = token === undefined ? {} : bearer(token);
-  return { server, url: server.url, path, tm, runs, db: store.db, auth, op: { url: server.url, headers: auth } };
+  return { server, url: server.url, path, tm, runs, db: (store as Partial<SqliteTaskStore>).db!, auth, op: { url: server.url, headers: auth } };
 }
 
 export interface ApiResult<T = any> {

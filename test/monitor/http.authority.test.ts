@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { OPERATOR } from '../../src/engine/index.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { api, bearer, card, openStream, startServer } from './http-helpers.js';
 
 const OP = 'operator-token-0123456789';
@@ -20,9 +20,9 @@ function tokens() {
 
 describe('authority over HTTP', () => {
   it('an agent that created a high-risk task cannot approve its own call; a reviewer can, and the log says who', async () => {
-    const { url, db, tm } = await startServer({ tokens: tokens() });
-    const tickets = ticketStore(db);
-    tickets.seed();
+    const { url, tm } = await startServer({ tokens: tokens() });
+    const tickets = ticketStoreFor(tm.store);
+    await tickets.seed();
     const claude = { url, headers: bearer(CLAUDE) };
     const created = await api(claude, 'POST', '/api/tasks', { title: 'page on-call', card: ticketCard('T-1024') });
     expect(created.status).toBe(201);
@@ -36,14 +36,14 @@ describe('authority over HTTP', () => {
       expect(self.status).toBe(403);
       expect(self.json.error.code).toBe('FORBIDDEN');
     }
-    expect(tickets.get('T-1024')).toMatchObject({ notified: false });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
     expect((await api({ url, headers: bearer(OP) }, 'GET', `/api/approvals?state=all`)).json.approvals[0]).toMatchObject({ id: approvalId, state: 'pending' });
 
     const decided = await api(url, 'POST', `/api/approvals/${approvalId}/approve`, { reason: 'four eyes' }, bearer(RITA));
     expect(decided.status).toBe(200);
     expect(decided.json).toMatchObject({ state: 'approved', decided_by: 'rita' });
     await stream.ended;
-    expect(tickets.get('T-1024')).toMatchObject({ notified: true });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: true });
     const decision = (await tm.getTask(created.json.id)).events.find((e) => e.type === 'approval.decided')!;
     expect(decision).toMatchObject({ actor: 'rita', actorRole: 'reviewer' });
   });

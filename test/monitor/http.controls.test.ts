@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { waitFor } from '../helpers.js';
 import { api, card, createAttached, openStream, startServer, waitCard } from './http-helpers.js';
 
@@ -44,9 +44,9 @@ describe('run controls over HTTP', () => {
 
 describe('approvals over HTTP', () => {
   it('a high-risk call parks the streamed run; approving it over HTTP resumes the same stream to completion', async () => {
-    const { url, op, auth, db } = await startServer();
-    const tickets = ticketStore(db);
-    tickets.seed();
+    const { url, op, auth, tm } = await startServer();
+    const tickets = ticketStoreFor(tm.store);
+    await tickets.seed();
     const id = await createAttached(op, ticketCard('T-1024'));
     const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     const requested = await stream.next((e) => e.event === 'approval.requested', 'the approval request');
@@ -55,7 +55,7 @@ describe('approvals over HTTP', () => {
 
     const pending = (await api(op, 'GET', '/api/approvals')).json.approvals;
     expect(pending).toEqual([expect.objectContaining({ id: approvalId, task_id: id, tool: 'notify_oncall', state: 'pending', args: { ticket_id: 'T-1024', message: 'T-1024 is now urgent' } })]);
-    expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
+    expect(await tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
     expect(stream.done).toBe(false);
 
     const decided = await api(op, 'POST', `/api/approvals/${approvalId}/approve`, { reason: 'go ahead' });
@@ -66,14 +66,14 @@ describe('approvals over HTTP', () => {
     expect(names.filter((n) => n.startsWith('run_'))).toEqual(['run_started', 'run_paused', 'run_resumed', 'run_finished']);
     expect(stream.events.at(-1)!.data).toMatchObject({ type: 'task.transitioned', data: { to: 'completed' } });
     expect(stream.events.find((e) => e.event === 'run_finished')!.data.envelope).toMatchObject({ phase: 'completed', stop_reason: 'accepted' });
-    expect(tickets.get('T-1024')).toMatchObject({ notified: true });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: true });
     expect((await api(op, 'GET', '/api/approvals?state=all')).json.approvals[0]).toMatchObject({ id: approvalId, state: 'used' });
     expect((await api(op, 'POST', `/api/approvals/${approvalId}/reject`)).status).toBe(409);
   });
 
   it('rejecting it ends the run rejected / approval_rejected', async () => {
-    const { url, op, auth, db } = await startServer();
-    ticketStore(db).seed();
+    const { url, op, auth, tm } = await startServer();
+    await ticketStoreFor(tm.store).seed();
     const id = await createAttached(op, ticketCard('T-1030'));
     const stream = await openStream(`${url}/api/tasks/${id}/events`, auth);
     const requested = await stream.next((e) => e.event === 'approval.requested', 'the approval request');

@@ -6,7 +6,7 @@ import type { SqliteTaskStore } from '../../src/engine/index.js';
 import { LABEL_LIMIT, createMetrics } from '../../src/monitor/metrics.js';
 import { createMonitor } from '../../src/monitor/monitor.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { ROOT, operator, waitFor } from '../helpers.js';
 import { type Harness, card, drive, harness, loopContext, runCard } from '../workers/harness.js';
 import type { Planner } from '../../src/workers/planner.js';
@@ -69,8 +69,8 @@ describe('monitor and metrics', () => {
 
   it('a real server’s /metrics over real runs passes promtool check metrics: counters, histograms in seconds, levels as gauges, approvals counted past 1,000', async () => {
     const h = harness();
-    const tickets = ticketStore((h.tm.store as SqliteTaskStore).db);
-    tickets.seed();
+    const tickets = ticketStoreFor(h.tm.store);
+    await tickets.seed();
     const served = await spawnServe(h.path);
     // The runs happen in this process, on another connection: only the event log tells the server.
     await runCard(h, card({ allowed_tools: ['noop'], script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }] }));

@@ -16,8 +16,7 @@ import { spawnCli } from '../cli/helpers.js';
 import { agent, freshManager, operator } from '../helpers.js';
 import { card, drive, harness, loopContext } from '../workers/harness.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
-import type { SqliteTaskStore } from '../../src/engine/index.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 
 /** Names that read as a reserved one. */
 const LOOKALIKES = [
@@ -80,7 +79,7 @@ describe('one name, two roles', () => {
   for (const who of ['creator', 'assignee'] as const) {
     it(`a reviewer named like the task’s ${who} agent may not decide its approval`, async () => {
       const h = harness();
-      ticketStore((h.tm.store as SqliteTaskStore).db).seed();
+      await ticketStoreFor(h.tm.store).seed();
       await h.tm.createTask({ title: 'page on-call', card: ticketCard('T-1024') }, who === 'creator' ? agent('rita') : operator);
       const claim = (await h.tm.claimTask({ agent: who === 'assignee' ? 'rita' : 'worker', start: true }))!;
       await drive(loopContext(h, claim));

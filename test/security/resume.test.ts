@@ -14,10 +14,11 @@
 import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type SqliteTaskStore, createSqliteStore, createTaskManager, createSqliteRunStore } from '../../src/engine/index.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { createTaskManager } from '../../src/engine/index.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { runTaskLoop } from '../../src/workers/loop.js';
 import { ROOT, agent, tempDir, waitFor } from '../helpers.js';
+import { newDatabase, openStores } from '../stores.js';
 import { startDaemonProcess } from '../workers/daemon-helpers.js';
 import { card, drive, harness, loopContext } from '../workers/harness.js';
 
@@ -26,8 +27,8 @@ const sweeper = { id: 'sweeper', role: 'system' } as const;
 describe('crash recovery and the gate', () => {
   it('a step recorded but not yet gated is not carried out on resume: a call outside allowed_tools and scope, needing an approval, stays undone', async () => {
     const h = harness();
-    const tickets = ticketStore((h.tm.store as SqliteTaskStore).db);
-    tickets.seed();
+    const tickets = ticketStoreFor(h.tm.store);
+    await tickets.seed();
     // An agent's card: it may only read tickets, and write none but T-1001. Its planner (a
     // hostile model, here a script) proposes closing T-1050: refused at the allowlist,
     // and it would need an approval anyway.
@@ -53,19 +54,18 @@ describe('crash recovery and the gate', () => {
     const again = (await h.tm.claimTask({ agent: 'rescuer', start: true }))!;
     await drive(loopContext(h, again));
 
-    expect(tickets.get('T-1050')).toMatchObject({ status: 'open' });
+    expect(await tickets.get('T-1050')).toMatchObject({ status: 'open' });
     const step = (await h.runs.getRun(1)).steps.find((s) => s.tool === 'close_ticket')!;
     expect(step.status).not.toBe('ok');
   });
 
   it('a daemon killed while a tool_before hook decides on a high-risk call: the next daemon neither skips the hook nor the approval', async () => {
     const dir = tempDir();
-    const db = join(dir, 'tasks.db');
-    const store = createSqliteStore({ path: db });
+    const db = newDatabase(dir);
+    const { store, runs } = openStores(db);
     const tm = createTaskManager({ store });
-    const runs = createSqliteRunStore(store);
-    const tickets = ticketStore(store.db);
-    tickets.seed();
+    const tickets = ticketStoreFor(store);
+    await tickets.seed();
     try {
       await tm.createTask({
         title: 'close a ticket',
@@ -95,7 +95,7 @@ describe('crash recovery and the gate', () => {
       await second.exited;
 
       // The hook would have blocked it, and a person never approved it.
-      expect(tickets.get('T-1050')).toMatchObject({ status: 'open' });
+      expect(await tickets.get('T-1050')).toMatchObject({ status: 'open' });
       const steps = (await runs.getRun(1)).steps.filter((s) => s.tool === 'close_ticket');
       expect(steps.map((s) => s.status)).not.toContain('ok');
     } finally {

@@ -3,9 +3,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { runTaskLoop } from '../../src/workers/loop.js';
 import { waitFor } from '../helpers.js';
-import type { SqliteTaskStore } from '../../src/engine/index.js';
 import { ticketCard as seedTicketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
+import { execSql } from '../stores.js';
 import { type Harness, card, drive, harness, loopContext } from './harness.js';
 
 const operator = { id: 'operator', role: 'operator' } as const;
@@ -15,9 +15,9 @@ function ticketCard(over: Record<string, unknown> = {}) {
   return { ...seedTicketCard('T-1024'), ...over };
 }
 
-function seeded(h: Harness) {
-  const tickets = ticketStore((h.tm.store as SqliteTaskStore).db);
-  tickets.seed();
+async function seeded(h: Harness) {
+  const tickets = ticketStoreFor(h.tm.store);
+  await tickets.seed();
   return tickets;
 }
 
@@ -30,7 +30,7 @@ async function runOnce(h: Harness, agent = 'worker') {
 describe('approvals', () => {
   it('a high-risk call parks the run and the task; approve resumes it and runs exactly the approved call (seed 003 path 1: done)', async () => {
     const h = harness();
-    const tickets = seeded(h);
+    const tickets = await seeded(h);
     await h.tm.createTask({ title: 'ticket', card: ticketCard() }, operator);
     const parked = await runOnce(h);
     expect(parked.result).toMatchObject({ phase: 'waiting_approval', stopReason: 'approval_required' });
@@ -39,7 +39,7 @@ describe('approvals', () => {
     const task = await h.tm.getTask(approval!.taskId);
     expect(task).toMatchObject({ state: 'waiting', leaseExpiresAt: null });
     expect((await h.runs.runsOf(task.id))[0]!.phase).toBe('waiting_approval');
-    expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
+    expect(await tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
 
     // The assignee can't approve its own call; an operator can.
     await expect(h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: { id: 'worker', role: 'agent' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
@@ -47,7 +47,7 @@ describe('approvals', () => {
     expect((await h.tm.getTask(task.id)).state).toBe('pending');
     const resumed = await runOnce(h, 'another-worker');
     expect(resumed.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
-    expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
+    expect(await tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
     expect(await h.runs.getApproval(approval!.id)).toMatchObject({ state: 'used' });
     expect((await h.tm.getTask(task.id)).attempts).toBe(1); // the wait for a person used up no attempt
     const env = resumed.result.envelope!;
@@ -59,7 +59,7 @@ describe('approvals', () => {
 
   it('an undecided approval leaves the run waiting (seed 003 path 2), and reject ends it rejected', async () => {
     const h = harness();
-    const tickets = seeded(h);
+    const tickets = await seeded(h);
     await h.tm.createTask({ title: 'ticket', card: ticketCard() }, operator);
     await runOnce(h);
     expect(await h.tm.claimTask({ agent: 'w' })).toBeNull(); // nothing to do while it waits
@@ -68,21 +68,20 @@ describe('approvals', () => {
     const { result } = await runOnce(h);
     expect(result).toMatchObject({ phase: 'rejected', stopReason: 'approval_rejected' });
     expect(result.envelope!.message).toContain('not at night');
-    expect(tickets.get('T-1024').notified).toBe(false);
+    expect((await tickets.get('T-1024')).notified).toBe(false);
     expect((await h.tm.getTask(approval!.taskId)).state).toBe('failed');
   });
 
   it('an approval that expires degrades the run when the card says so (seed 003 path 3), or fails it', async () => {
     for (const onExpiry of ['degraded', 'failed'] as const) {
       const h = harness();
-      const tickets = seeded(h);
+      const tickets = await seeded(h);
       await h.tm.createTask({ title: 'ticket', card: ticketCard({ approval: { tools: ['notify_oncall'], expires_in: '30m', on_expiry: onExpiry, covers: ['notify_ok'] } }) }, operator);
       await runOnce(h);
       const other = h.other();
       // Thirty minutes pass: the approval's deadline is moved into the past, and the sweep of
       // another process expires it.
-      const db = (h.tm.store as SqliteTaskStore).db;
-      db.prepare('UPDATE approvals SET expires_at = ?').run(Date.now() - 1);
+      await execSql(h.tm, 'UPDATE approvals SET expires_at = $1', [Date.now() - 1]);
       expect(await other.runs.expireApprovals()).toHaveLength(1);
       const { result } = await runOnce(h);
       if (onExpiry === 'degraded') {
@@ -92,13 +91,13 @@ describe('approvals', () => {
       } else {
         expect(result).toMatchObject({ phase: 'failed', stopReason: 'approval_expired' });
       }
-      expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
+      expect(await tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: false });
     }
   });
 
   it('an approval is never reused for a different call; max_pending is enforced', async () => {
     const h = harness();
-    seeded(h);
+    await seeded(h);
     const twoNotes = ticketCard({
       budget: { max_steps: 12, max_write_calls: 5, max_pending: 1 },
       script: [
@@ -119,7 +118,7 @@ describe('approvals', () => {
 
   it('stop --all revokes approvals granted but not yet used', async () => {
     const h = harness();
-    seeded(h);
+    await seeded(h);
     await h.tm.createTask({ title: 'ticket', card: ticketCard() }, operator);
     await runOnce(h);
     const [approval] = await h.runs.listApprovals('pending');

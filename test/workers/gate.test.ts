@@ -1,9 +1,9 @@
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { type SqliteTaskStore, type TaskCard, checkCard } from '../../src/engine/index.js';
+import { type TaskCard, checkCard } from '../../src/engine/index.js';
 import { type Plugin, createHookRegistry } from '../../src/plugins/hooks.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { GATE_LINKS, type GateInput, gate } from '../../src/workers/gate.js';
 import { POLICY, drive, harness, loopContext } from './harness.js';
 
@@ -68,8 +68,8 @@ describe('the gate: one ordered chain', () => {
 describe('an approved call passes the whole gate again when its run resumes', () => {
   async function parkedTicket(decide: () => 'pass' | 'block' | 'rewrite') {
     const h = harness();
-    const tickets = ticketStore((h.tm.store as SqliteTaskStore).db);
-    tickets.seed();
+    const tickets = ticketStoreFor(h.tm.store);
+    await tickets.seed();
     await h.tm.createTask({ title: 'ticket', card: ticketCard('T-1024') }, operator);
     const hooks = createHookRegistry();
     await hooks.use(switchable(decide));
@@ -86,7 +86,7 @@ describe('an approved call passes the whole gate again when its run resumes', ()
     for (let i = 0; i < 3; i++) await h.runs.breakerRecord('notify_oncall', false, POLICY);
     const resumed = await run();
     expect(resumed.result).toMatchObject({ phase: 'failed', stopReason: 'breaker' });
-    expect(tickets.get('T-1024')).toMatchObject({ notified: false });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
     expect(await h.runs.getApproval(approval.id)).toMatchObject({ state: 'approved' }); // not used
   });
 
@@ -95,7 +95,7 @@ describe('an approved call passes the whole gate again when its run resumes', ()
     const { tickets, run } = await parkedTicket(() => (blocking ? 'block' : 'pass'));
     blocking = true;
     const resumed = await run();
-    expect(tickets.get('T-1024')).toMatchObject({ notified: false });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
     expect(JSON.stringify(resumed.result.envelope?.trace.rejected_calls ?? [])).toContain('blocked by plugin switch: not now');
   });
 
@@ -104,7 +104,7 @@ describe('an approved call passes the whole gate again when its run resumes', ()
     const { h, tickets, approval, run } = await parkedTicket(() => (rewriting ? 'rewrite' : 'pass'));
     rewriting = true;
     const resumed = await run();
-    expect(tickets.get('T-1024')).toMatchObject({ notified: false });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
     const steps = (await h.runs.getRun(approval.runId)).steps;
     const parkedStep = steps.find((s) => s.id === approval.stepId)!;
     expect(parkedStep).toMatchObject({ status: 'rejected' });

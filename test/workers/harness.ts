@@ -3,11 +3,11 @@ import {
   type BreakerPolicy,
   type ClaimedTask,
   type RunStore,
-  type SqliteTaskStore,
   type TaskManager,
   createTaskManager,
 } from '../../src/engine/index.js';
 import { builtInTools } from '../../src/tools/builtin.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { type Tool, type ToolRegistry, createToolRegistry } from '../../src/tools/registry.js';
 import { type LoopContext, type RunResult, type TaskLoopEvent, runTaskLoop } from '../../src/workers/loop.js';
 import { createScriptedPlanner } from '../../src/workers/planners/scripted.js';
@@ -77,7 +77,7 @@ export function loopContext(h: Harness, claim: ClaimedTask, over: Partial<LoopCo
     runs: h.runs,
     tools: h.tools,
     planner: (c, made): Planner => createScriptedPlanner(c.script ?? [], made),
-    services: { manager: h.tm, db: (h.tm.store as Partial<SqliteTaskStore>).db },
+    services: { manager: h.tm, tickets: ticketStoreFor(h.tm.store) },
     breakerPolicy: POLICY,
     watch: (fn) => h.tm.store.watch(fn),
     now: Date.now,

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteRunStore } from '../../src/engine/index.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { freshManager, waitFor } from '../helpers.js';
 import { spawnCli } from '../cli/helpers.js';
 import { startDaemonProcess } from './daemon-helpers.js';
@@ -42,10 +42,10 @@ describe('the ticket demo through a real daemon', () => {
     expect(await phase(waiting)).toMatchObject({ phase: 'waiting_approval', finishedAt: null });
     expect((await tm.getTask(waiting)).state).toBe('waiting');
 
-    const tickets = ticketStore((tm.store as SqliteTaskStore).db);
-    expect(tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
-    expect(tickets.get('T-1025')).toMatchObject({ priority: 'urgent', notified: false });
-    expect(tickets.get('T-1026')).toMatchObject({ priority: 'urgent', notified: false });
+    const tickets = ticketStoreFor(tm.store);
+    expect(await tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });
+    expect(await tickets.get('T-1025')).toMatchObject({ priority: 'urgent', notified: false });
+    expect(await tickets.get('T-1026')).toMatchObject({ priority: 'urgent', notified: false });
     const shown = JSON.parse((await spawnCli(['--db', tm.path, '--json', 'task', 'show', String(degraded)])).stdout);
     expect(shown.runs[0].envelope).toMatchObject({ phase: 'degraded', acceptance: { failed: ['notify_ok'] } });
     daemon.child.kill('SIGTERM');
@@ -87,9 +87,9 @@ describe('the ticket demo through a real daemon', () => {
     await waitFor(async () => (await tm.getTask(id)).state === 'completed', 20_000, 'the task to complete');
     const run = (await createSqliteRunStore(tm.store as SqliteTaskStore).runsOf(id))[0]!;
     expect(run.envelope!.trace.rejected_calls).toEqual([expect.objectContaining({ tool: 'close_ticket', reason: expect.stringContaining('"T-1008" is outside scope.write_ticket_ids') })]);
-    const tickets = ticketStore((tm.store as SqliteTaskStore).db);
-    expect(tickets.get('T-1007').status).toBe('closed');
-    expect(tickets.get('T-1008').status).toBe('open');
+    const tickets = ticketStoreFor(tm.store);
+    expect((await tickets.get('T-1007')).status).toBe('closed');
+    expect((await tickets.get('T-1008')).status).toBe('open');
     daemon.child.kill('SIGTERM');
     expect(await daemon.exited).toBe(0);
   });

@@ -6,9 +6,8 @@
 import { type Tracer, type TracerProvider, trace } from '@opentelemetry/api';
 import { AlwaysOffSampler, BasicTracerProvider, InMemorySpanExporter, type ReadableSpan, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
-import type { SqliteTaskStore } from '../../src/engine/index.js';
 import { ticketCard } from '../../src/tools/ticket-card.js';
-import { ticketStore } from '../../src/tools/tickets.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { createLlmPlanner } from '../../src/workers/planners/llm.js';
 import { MAX_TRACE_TEXT } from '../../src/workers/tracing.js';
 import { type Behaviour, startOpenAiServer } from '../fixtures/openai-server.js';
@@ -128,7 +127,7 @@ describe('traces of a run', () => {
   it('a parked run and its resumption are two run spans with the same run id; the approved call nests under a step of the second', async () => {
     const memory = exporter();
     const h = harness();
-    ticketStore((h.tm.store as SqliteTaskStore).db).seed();
+    await ticketStoreFor(h.tm.store).seed();
     await h.tm.createTask({ title: 'ticket', card: ticketCard('T-1024') }, operator);
     const once = async (h2: Harness, agent: string) => drive(loopContext(h2, (await h2.tm.claimTask({ agent, start: true }))!));
     const parked = await once(h, 'worker');

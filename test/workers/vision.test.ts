@@ -7,7 +7,6 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { PNG } from 'pngjs';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { createSqliteRunStore, type SqliteTaskStore } from '../../src/engine/index.js';
 import { visionRefusal } from '../../src/workers/card-check.js';
 import { createLlmPlanner } from '../../src/workers/planners/llm.js';
 import { DEFAULT_VISION_MODELS, hasVision } from '../../src/workers/planners/models.js';
@@ -17,6 +16,7 @@ import { startXvfb, type Xvfb } from '../fixtures/xvfb.js';
 import { cli } from '../cli/helpers.js';
 import { api, createAttached, openStream, startServer } from '../monitor/http-helpers.js';
 import { tempDir } from '../helpers.js';
+import { portsOf } from '../stores.js';
 import { harness, runCard } from './harness.js';
 
 const desktopCard = (over: Record<string, unknown> = {}) => ({
@@ -124,7 +124,7 @@ describe('a run whose model has vision, under Xvfb', () => {
     const png = PNG.sync.read(Buffer.from(url.slice('data:image/png;base64,'.length), 'base64'));
     expect([png.width, png.height]).toEqual([640, 480]);
     // The step log keeps a note in place of the image.
-    const runs = createSqliteRunStore(h.tm.store as SqliteTaskStore);
+    const { runs } = portsOf(h.tm);
     const [run] = await runs.runsOf(claim.id);
     const observe = (await runs.getRun(run!.id)).steps.find((s) => s.kind === 'observe')!;
     expect(observe).toMatchObject({ status: 'ok', tool: 'screen_snapshot', result: { width: 640, height: 480, image_png: expect.stringMatching(/^\(PNG of \d+ bytes kept out of the log/) } });

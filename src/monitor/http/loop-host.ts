@@ -9,8 +9,9 @@
  * import workers only to start a pool in the daemon; hosting the loop of a stream-owned run
  * is the same kind of use — running tasks in this process — and stays confined here.
  */
-import type { BreakerPolicy, ClaimedTask, EngineError, RunStore, SqliteTaskStore, TaskManager } from '../../engine/index.js';
+import type { BreakerPolicy, ClaimedTask, EngineError, RunStore, TaskManager } from '../../engine/index.js';
 import { type PluginSpec, loadPlugins } from '../../plugins/load.js';
+import { ticketStoreFor } from '../../tools/tickets.js';
 import type { RunResult, TaskLoopEvent } from '../../workers/loop.js';
 import { type Holder, startHolder } from '../../workers/holder.js';
 import { createRunner } from '../../workers/runner.js';
@@ -50,9 +51,8 @@ export async function createLoopHost(opts: LoopHostOptions): Promise<LoopHost> {
   const plugins = opts.plugins ?? [{ module: 'task_enforcer' }];
   await loadPlugins(plugins);
   const { tm, runs } = opts;
-  // The ticket demo's tools need the database handle of an SQLite store.
-  const db = (tm.store as Partial<SqliteTaskStore>).db;
-  const runner = createRunner({ tm, runs, tools, plugins, breaker: opts.breaker, services: { db } });
+  // The ticket demo's tools write their tables in the store's database.
+  const runner = createRunner({ tm, runs, tools, plugins, breaker: opts.breaker, services: { tickets: ticketStoreFor(tm.store) } });
   let holder: Promise<Holder> | undefined;
   const held = () => {
     holder ??= tm.store.info().then(({ capabilities }) =>
