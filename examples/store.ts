@@ -8,9 +8,9 @@ import { type ClaimedTask, EngineError, OPERATOR, isEngineError, openStore } fro
 
 const dir = mkdtempSync(join(tmpdir(), 'taskloop-example-store-'));
 try {
-  // A URL is refused with a stable code until the PostgreSQL store exists.
+  // A postgres:// URL opens the PostgreSQL store; any other URL is refused with a stable code.
   try {
-    await openStore({ path: 'postgres://user:secret@db.example/tasks' });
+    await openStore({ path: 'mysql://user:secret@db.example/tasks' });
     throw new Error('a URL was accepted');
   } catch (err) {
     if (!isEngineError(err) || err.code !== 'VALIDATION_FAILED' || err.message.includes('secret')) throw err;

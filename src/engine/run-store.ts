@@ -137,6 +137,11 @@ export interface ControlPort {
   listControls(): Promise<Map<number, ControlState>>;
   /** Stop, pause or resume from any process; returns the task ids affected. */
   setControl(request: ControlRequest): Promise<number[]>;
+  /**
+   * Calls `onChange` soon after a control changes anywhere; returns the unsubscribe function.
+   * A store without it (SQLite: one signal for every commit) leaves callers to TaskStore.watch.
+   */
+  watchControls?(onChange: () => void): () => void;
 }
 
 /** Tool circuit breakers shared by every worker. */

@@ -124,7 +124,7 @@ function sharedControls(runs: RunStore, tm: TaskManager): { runs: RunStore; watc
     },
     watch(fn) {
       listeners.add(fn);
-      unwatch ??= tm.store.watch(changed);
+      unwatch ??= runs.watchControls?.(changed) ?? tm.store.watch(changed);
       return () => {
         listeners.delete(fn);
         if (listeners.size === 0) {

@@ -98,11 +98,21 @@ function writeCard(dir: string, name: string, text: string): string {
 }
 
 describe('a database URL', () => {
-  it('is refused as a usage error, writes nothing and prints no password', async () => {
+  it('other than postgres:// is refused as a usage error, writes nothing and prints no password', async () => {
     const dir = tempDir();
-    const r = await spawnCli(['--db', 'postgres://u:secret@h:5432/db', 'task', 'create', '--title', 't'], { cwd: dir });
+    const r = await spawnCli(['--db', 'mysql://u:secret@h:3306/db', 'task', 'create', '--title', 't'], { cwd: dir });
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^taskloop: --db \(or TASKLOOP_DB\): 'postgres:\/\/…@h:5432\/db' is a URL; this taskloop stores tasks in a SQLite file only/);
+    expect(r.stderr).toMatch(/^taskloop: --db \(or TASKLOOP_DB\): 'mysql:\/\/…@h:3306\/db' is a URL taskloop cannot store tasks at/);
+    expect(r.stderr).not.toContain('secret');
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('postgres:// with no server behind it: one STORE_UNAVAILABLE line, exit 1, no password, no file', async () => {
+    const dir = tempDir();
+    const r = await spawnCli(['--db', 'postgres://u:secret@127.0.0.1:1/db', 'task', 'create', '--title', 't'], { cwd: dir });
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^taskloop: STORE_UNAVAILABLE: /);
+    expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).not.toContain('secret');
     expect(readdirSync(dir)).toEqual([]);
   });

@@ -41,12 +41,16 @@ describe('the public API', () => {
 });
 
 describe('openStore', () => {
-  it('refuses a database URL with VALIDATION_FAILED, without the password and without creating anything', async () => {
+  it('refuses a URL it cannot store at (VALIDATION_FAILED), and a server that is not there (STORE_UNAVAILABLE), without the password and without creating anything', async () => {
     const dir = tempDir();
     const before = readdirSync(process.cwd());
-    for (const url of ['postgres://app:hunter2@db.internal:5432/tasks', 'postgresql://db/tasks', 'file:///tmp/x.db']) {
-      const err = await openStore({ path: url }).then(() => undefined, (e: unknown) => e);
-      expect(isEngineError(err) && err.code).toBe('VALIDATION_FAILED');
+    for (const [url, code] of [
+      ['postgres://app:hunter2@127.0.0.1:1/tasks', 'STORE_UNAVAILABLE'],
+      ['file://app:hunter2@/tmp/x.db', 'VALIDATION_FAILED'],
+      ['mysql://app:hunter2@db/tasks', 'VALIDATION_FAILED'],
+    ]) {
+      const err = await openStore({ path: url! }).then(() => undefined, (e: unknown) => e);
+      expect(isEngineError(err) && err.code, url).toBe(code);
       expect((err as Error).message).not.toContain('hunter2');
     }
     expect(readdirSync(process.cwd())).toEqual(before);

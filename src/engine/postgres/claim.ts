@@ -46,11 +46,10 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
   const taken = takeClaim(row, input, now);
   await appendEvents(q, taken.events);
   events.push(...taken.events);
-  row.last_event_id = taken.events[taken.events.length - 1]!.id;
   await q(
     `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, attempts = $4, lease_ms = $5, lease_expires_at = $6,
-       stale_since = NULL, updated_at = $7, last_event_id = $8, worker_id = $9 WHERE id = $10`,
-    [row.state, row.assignee, row.claim_token, row.attempts, row.lease_ms, row.lease_expires_at, now, row.last_event_id, row.worker_id, row.id],
+       stale_since = NULL, updated_at = $7, worker_id = $8 WHERE id = $9`,
+    [row.state, row.assignee, row.claim_token, row.attempts, row.lease_ms, row.lease_expires_at, now, row.worker_id, row.id],
   );
   const task = toTask(row) as ClaimedTask;
   task.claimToken = taken.token;

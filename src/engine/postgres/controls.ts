@@ -21,6 +21,7 @@ import type { TaskRow } from '../task-rows.js';
 import type { TaskEvent } from '../types.js';
 import type { Query } from './connection.js';
 import { appendEvent, applyMove } from './moves.js';
+import { NOTIFY_CONTROLS } from './watch.js';
 
 type Row = TaskRow & Record<string, unknown>;
 interface ControlRow {
@@ -99,6 +100,8 @@ async function set(q: Query, request: ControlRequest, now: number, events: TaskE
     }
     affected.push(row.id);
   }
+  // Delivered with the commit: the runs' control watchers read again (watch.ts).
+  if (affected.length > 0) await q(NOTIFY_CONTROLS);
   return affected;
 }
 

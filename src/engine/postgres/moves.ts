@@ -10,6 +10,7 @@ import { isTerminal } from '../states.js';
 import { type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
 import type { Query } from './connection.js';
+import { NOTIFY_CONTROLS } from './watch.js';
 
 const SYSTEM = systemActor('system');
 
@@ -18,9 +19,36 @@ export async function lockTask(q: Query, id: number): Promise<TaskRow | undefine
   return (await q<TaskRow & Record<string, unknown>>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [id]))[0];
 }
 
-/** Appends events in order (one statement) and sets their ids. */
+// Events a transaction appended, written with one INSERT just before its commit (a round
+// trip per event was a third of a loop step's round trips). Their ids are set then, so
+// nothing inside the transaction may depend on an event's id.
+const deferred = new WeakMap<Query, TaskEvent[]>();
+
+/** From now on `q`'s transaction appends its events at `flushEvents` (PgTaskStore.write does this). */
+export function deferEvents(q: Query): void {
+  deferred.set(q, []);
+}
+
+/** Writes the events `q`'s transaction appended, in order, and sets their ids. */
+export async function flushEvents(q: Query): Promise<void> {
+  const events = deferred.get(q);
+  if (events === undefined || events.length === 0) return;
+  deferred.set(q, []);
+  for (let at = 0; at < events.length; at += 1000) await insertEvents(q, events.slice(at, at + 1000));
+}
+
+/** Appends events in order, and sets their ids (at once, or at the transaction's flushEvents). */
 export async function appendEvents(q: Query, events: TaskEvent[]): Promise<void> {
   if (events.length === 0) return;
+  const later = deferred.get(q);
+  if (later !== undefined) {
+    later.push(...events);
+    return;
+  }
+  for (let at = 0; at < events.length; at += 1000) await insertEvents(q, events.slice(at, at + 1000));
+}
+
+async function insertEvents(q: Query, events: TaskEvent[]): Promise<void> {
   const values: string[] = [];
   const params: unknown[] = [];
   for (const e of events) {
@@ -47,11 +75,12 @@ export async function appendEvent(q: Query, taskId: number | null, type: string,
 /** Writes the row a move (or several staged moves, the last one's row) left, with their events. */
 export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], now: number, events: TaskEvent[]): Promise<TaskRow> {
   await appendEvents(q, staged);
-  if (staged.length > 0) row.last_event_id = staged[staged.length - 1]!.id;
+  // last_event_id is SQLite's event chain; PostgreSQL reads a task's events by index and
+  // leaves it unset (the events' ids are known only at the commit, see deferEvents).
   await q(
     `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, worker_id = $4, lease_expires_at = $5, stale_since = NULL,
-       updated_at = $6, result = $7, last_event_id = $8 WHERE id = $9`,
-    [row.state, row.assignee, row.claim_token, row.worker_id, row.lease_expires_at, now, row.result, row.last_event_id, row.id],
+       updated_at = $6, result = $7 WHERE id = $8`,
+    [row.state, row.assignee, row.claim_token, row.worker_id, row.lease_expires_at, now, row.result, row.id],
   );
   if (row.state === 'completed') {
     await q('UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', [row.id]);
@@ -110,5 +139,6 @@ async function closeOpenRun(q: Query, row: TaskRow, now: number, events: TaskEve
      ON CONFLICT (task_id) DO UPDATE SET state = 'stopped', reason = excluded.reason, updated_at = excluded.updated_at`,
     [row.id, envelope.stop_reason, now],
   );
+  await q(NOTIFY_CONTROLS); // a loop still running this run hears of the stop at once
   events.push(await appendEvent(q, row.id, 'run.finished', SYSTEM, { run_id: run.id, phase: envelope.phase, stop_reason: envelope.stop_reason }, now));
 }

@@ -36,10 +36,10 @@ export interface Horizon {
 
 export function createHorizon(conn: PgConnection): Horizon {
   const key = eventLockKey(conn.location.schema);
-  const look =
-    'SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS hi FROM task_events_id_seq; ' +
+  const holdersSql =
     `SELECT virtualtransaction AS vx FROM pg_locks WHERE locktype = 'advisory' AND classid = ${EVENT_LOCK_CLASS} AND objid = ${key} ` +
     'AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())';
+  const look = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS hi FROM task_events_id_seq; ${holdersSql}`;
   let safe = 0;
   // An H whose holders may still run.
   let pending: { hi: number; holders: Set<string> } | undefined;
@@ -60,6 +60,18 @@ export function createHorizon(conn: PgConnection): Horizon {
         pending = undefined;
       } else if (hi > safe && pending === undefined) {
         pending = { hi, holders };
+      }
+      // Under a steady stream of writes there are always holders at a look: a caller that would
+      // learn nothing new (a one-shot `events` command, a cursor to start from) looks at the
+      // holders again for a few milliseconds, long enough for those transactions to end.
+      for (let wait = 1; pending !== undefined && safe < pending.hi && wait <= 16; wait *= 2) {
+        const before = pending;
+        await new Promise((r) => setTimeout(r, wait));
+        const still = new Set((await conn.query<{ vx: string }>(holdersSql)).map((l) => l.vx));
+        if (pending === before && ![...before.holders].some((vx) => still.has(vx))) {
+          safe = Math.max(safe, before.hi);
+          pending = undefined;
+        }
       }
       if (pending !== undefined) horizon.onUnsettled?.();
       return safe;

@@ -47,6 +47,7 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     getScreen: (runId) => read(() => pgRuns.getScreen(q, runId)),
 
     getControl: (taskId) => read(() => pgControls.get(q, taskId)),
+    watchControls: (onChange) => store.watchControls(onChange),
     listControls: () => read(() => pgControls.list(q)),
     setControl: (request) =>
       value(write('control', async (tx, at, ev) => {

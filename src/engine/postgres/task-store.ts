@@ -15,6 +15,7 @@ import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
 import { createPgWatcher } from './watch.js';
+import { deferEvents, flushEvents } from './moves.js';
 import type { Query } from './connection.js';
 
 export interface PgStoreOptions {
@@ -39,6 +40,8 @@ export interface PgTaskStore extends TaskStore {
   write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>): Promise<WriteOutcome<T>>;
   /** Runs `fn` once the schema is ready. */
   read<T>(fn: () => Promise<T>): Promise<T>;
+  /** Calls `onChange` soon after a stop, pause or resume commits anywhere (watch.ts). */
+  watchControls(onChange: () => void): () => void;
 }
 
 export function createPgStore(opts: PgStoreOptions): PgTaskStore {
@@ -58,7 +61,10 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       what,
       async (q, now) => {
         events = []; // a retried transaction starts over
-        return body(q, now, events);
+        deferEvents(q);
+        const value = await body(q, now, events);
+        await flushEvents(q);
+        return value;
       },
       () => events.length > 0,
     );
@@ -105,6 +111,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
     readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),
     stats: () => read(() => reads.stats()),
     watch: (onChange) => watcher.subscribe(onChange),
+    watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
     close: async () => {
       watcher.close();
       await ready.catch(() => undefined);

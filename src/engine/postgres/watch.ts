@@ -14,9 +14,13 @@ import type { PgConnection } from './connection.js';
 import type { Horizon } from './reads.js';
 
 export interface PgWatcher {
-  subscribe(onChange: () => void): () => void;
+  /** `controls`: only after a stop, pause or resume is committed (channel `<channel>_controls`). */
+  subscribe(onChange: () => void, topic?: 'all' | 'controls'): () => void;
   close(): void;
 }
+
+/** The SQL a write runs (inside its transaction) when it changed a control: wakes the runs' control watchers. */
+export const NOTIFY_CONTROLS = "SELECT pg_notify('taskloop_' || current_schema() || '_controls', '')";
 
 export interface PgWatchOptions {
   /** The poll's interval: every change is seen within it even without LISTEN. @defaultValue 1000 with LISTEN, 50 without */
@@ -30,6 +34,20 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
   const listen = conn.location.wakeups === 'listen';
   const pollMs = opts.pollMs ?? (listen ? 1000 : 50);
   const subscribers = new Set<() => void>();
+  // Runs watch their controls only: a commit of someone else's step must not make every run
+  // of every thread read the controls again (a round trip each, on every commit).
+  const controlSubscribers = new Set<() => void>();
+  const controlsChannel = `${conn.channel}_controls`;
+  let controlsQueued = false;
+  const fireControls = (): void => {
+    if (controlsQueued) return;
+    controlsQueued = true;
+    setImmediate(() => {
+      controlsQueued = false;
+      for (const s of [...controlSubscribers]) s();
+    });
+  };
+  const size = () => subscribers.size + controlSubscribers.size;
   let client: pg.Client | undefined;
   let connecting: Promise<void> | undefined;
   let poll: NodeJS.Timeout | undefined;
@@ -63,7 +81,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
     if (!listen || client !== undefined || connecting !== undefined || closed) return;
     connecting = (async () => {
       const c = await conn.dedicated();
-      c.on('notification', fire);
+      c.on('notification', (n) => (n.channel === controlsChannel ? fireControls() : fire()));
       c.on('error', () => {
         // Dropped: the poll covers the gap; a new connection is opened at the next poll.
         if (client === c) client = undefined;
@@ -71,15 +89,16 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       });
       try {
         await c.connect();
-        await c.query(`LISTEN ${conn.channel}`);
+        await c.query(`LISTEN ${conn.channel}; LISTEN ${controlsChannel}`);
       } catch (err) {
         opts.log?.(`${conn.location.display}: LISTEN failed (${String((err as Error).message ?? err)}); polling every ${pollMs} ms`);
         c.end().catch(() => undefined);
         return;
       }
-      if (closed || subscribers.size === 0) return void c.end().catch(() => undefined);
+      if (closed || size() === 0) return void c.end().catch(() => undefined);
       client = c;
       fire(); // anything committed while the listener was not there yet
+      fireControls();
     })()
       .catch(() => undefined)
       .finally(() => (connecting = undefined));
@@ -89,7 +108,12 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
     try {
       const [row] = await conn.query<{ v: number }>('SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS v FROM task_events_id_seq');
       const v = row?.v ?? 0;
-      if (lastSeq !== undefined && v !== lastSeq) fire();
+      // Without LISTEN (or while it reconnects) the poll is all there is: every control
+      // change writes an event, so a moved sequence wakes the control watchers too.
+      if (lastSeq !== undefined && v !== lastSeq) {
+        fire();
+        if (client === undefined) fireControls();
+      }
       lastSeq = v;
     } catch {
       // The server is away: the next tick tries again; writes meet the fault themselves.
@@ -119,15 +143,16 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
   }
 
   return {
-    subscribe(onChange) {
-      subscribers.add(onChange);
+    subscribe(onChange, topic = 'all') {
+      const set = topic === 'controls' ? controlSubscribers : subscribers;
+      set.add(onChange);
       start();
       return () => {
-        subscribers.delete(onChange);
-        if (subscribers.size > 0 || linger !== undefined) return;
+        set.delete(onChange);
+        if (size() > 0 || linger !== undefined) return;
         linger = setTimeout(() => {
           linger = undefined;
-          if (subscribers.size === 0) stop();
+          if (size() === 0) stop();
         }, LINGER_MS);
         linger.unref();
       };
@@ -137,6 +162,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       if (linger !== undefined) clearTimeout(linger);
       linger = undefined;
       subscribers.clear();
+      controlSubscribers.clear();
       stop();
     },
   };

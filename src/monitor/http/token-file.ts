@@ -5,7 +5,10 @@
  *
  * Contract:
  * - Where: `<database>.http-token`, beside the database file (`tokenFileFor`). Whoever can read
- *   the database is trusted anyway; the file follows the database and outlives restarts.
+ *   the database is trusted anyway; the file follows the database and outlives restarts. A
+ *   PostgreSQL database has no file: its token lives in `data/` of the working directory,
+ *   named by a hash of the URL without its password (never the URL itself: a password in a
+ *   file name would be readable by anyone who may list the folder).
  * - Its folder must be a directory owned by this user (or root) that neither its group nor
  *   others may write, so no one else can plant, swap or remove names in it.
  * - Created under a temporary name opened `O_CREAT | O_EXCL | O_NOFOLLOW` with mode 0600,
@@ -17,12 +20,17 @@
  *   token. Anything else is refused with a one-line error naming the file and what to do; the
  *   file is never rewritten or deleted by the server.
  */
-import { randomBytes } from 'node:crypto';
-import { closeSync, constants, fchmodSync, fstatSync, fsyncSync, linkSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, constants, mkdirSync, fchmodSync, fstatSync, fsyncSync, linkSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 
-/** The token file of the server of a database: `<db>.http-token`. */
+/** The token file of the server of a database: `<db>.http-token`, or `data/postgres-<hash>.http-token` for a URL. */
 export function tokenFileFor(dbPath: string): string {
+  if (/^postgres(ql)?:\/\//.test(dbPath)) {
+    const u = new URL(dbPath);
+    u.password = '';
+    return resolve('data', `postgres-${createHash('sha256').update(u.toString()).digest('hex').slice(0, 16)}.http-token`);
+  }
   return `${resolve(dbPath)}.http-token`;
 }
 
@@ -54,6 +62,8 @@ function currentUid(path: string): number {
 function checkFolder(path: string, uid: number): void {
   const dir = dirname(path);
   let st;
+  // A PostgreSQL server's token goes in data/, which no database file has made yet: made here, owner only.
+  if (basename(path).startsWith('postgres-')) mkdirSync(dir, { recursive: true, mode: 0o700 });
   try {
     st = statSync(dir);
   } catch (err) {
