@@ -100,6 +100,26 @@ describe('the event log on PostgreSQL misses nothing', () => {
     expect(seen).toEqual(all);
   });
 
+  it('a watcher whose subscribers come and go (one per wait) keeps its LISTEN connection: woken by NOTIFY, not the poll', async () => {
+    const seed = freshManager();
+    await seed.createTask({ title: 'migrate' }, operator);
+    // The poll is an hour: only a notification can wake it.
+    const store = openTaskStore(seed.path, { watchFallbackMs: 3_600_000 });
+    onTestFinished(() => store.close());
+    store.watch(() => undefined)(); // subscribed and gone before the LISTEN connection is up
+    await new Promise((r) => setTimeout(r, 500));
+    const woken = new Promise<void>((resolve) => {
+      const off = store.watch(() => {
+        off();
+        resolve();
+      });
+    });
+    const child = fork(join(ROOT, 'test/fixtures/create.mjs'), [seed.path, 'later'], { stdio: 'ignore' });
+    await new Promise((r) => child.on('exit', r));
+    const timeout = new Promise<string>((r) => setTimeout(() => r('timeout'), 5000));
+    expect(await Promise.race([woken.then(() => 'woken'), timeout])).toBe('woken');
+  });
+
   it('a follower in poll-only mode (wakeups=poll, for PgBouncer) still sees another process’s commit', async () => {
     const url = `${newDatabase(tempDir())}&wakeups=poll`;
     const tm = createTaskManager({ store: openTaskStore(url) });

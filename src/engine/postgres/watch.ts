@@ -95,7 +95,10 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
         c.end().catch(() => undefined);
         return;
       }
-      if (closed || size() === 0) return void c.end().catch(() => undefined);
+      // Kept while the watcher runs (its poll), subscribers or not: a caller that subscribes
+      // anew for each wait (a tail, a claimer) has none at some instants, and closing then
+      // left it to the poll's second (pickup p50 was 988 ms with one consumer).
+      if (closed || poll === undefined) return void c.end().catch(() => undefined);
       client = c;
       fire(); // anything committed while the listener was not there yet
       fireControls();
