@@ -9,7 +9,7 @@ import PgBoss from 'pg-boss';
 import { createTaskManager } from '../../dist/engine/index.js';
 import { createPgStore } from '../../dist/engine/postgres/task-store.js';
 import { runTimed } from './pg-procs.mjs';
-import { adminQuery, schemaUrl, walReset, walStats } from './pg-server.mjs';
+import { adminQuery, schemaUrl, serverCpuMs, statementsReset, statementsTop, walReset, walStats } from './pg-server.mjs';
 import { BOSS_QUEUE } from './pg-worker.mjs';
 import { log, nowNs, seconds } from './util.mjs';
 
@@ -101,9 +101,13 @@ const SIDES = {
 /**
  * Prepares N jobs of `side` on `schema`, ANALYZEs and CHECKPOINTs (so the drains start alike),
  * then drains them with `procs` × `loops`. Returns { ops, seconds, perSec, perProc, check,
- * wal: the drain's WAL counters (walStats), undefined when the server refused the reset }.
+ * wal: the drain's WAL counters (walStats), undefined when the server refused the reset,
+ * cpu: { serverMs (all of the server's processes, from go to the last done, plus the 300 ms
+ * after; undefined unless embedded), clientMs (the drain processes', go to done) },
+ * statements: the top statements by server time (BENCH_STATEMENTS=1 only) }.
  */
-export async function benchDrain(side, url, schema, { n, procs, loops }) {
+export async function benchDrain(side, server, schema, { n, procs, loops }) {
+  const { url } = server;
   const s = SIDES[side];
   const t0 = nowNs();
   const tables = await s.prepare(url, schema, n);
@@ -112,10 +116,16 @@ export async function benchDrain(side, url, schema, { n, procs, loops }) {
   log(`  ${n.toLocaleString('en-US')} jobs prepared in ${seconds(t0, nowNs()).toFixed(1)} s`);
   const configs = Array.from({ length: procs }, (_, i) => ({ kind: s.kind, url, schema, loops, agent: `agent-${i + 1}` }));
   const counted = await walReset(url);
+  await statementsReset(server);
+  const cpu0 = serverCpuMs(server);
   const { seconds: secs, results } = await runTimed(WORKER, configs);
+  await new Promise((r) => setTimeout(r, 300)); // the drain's backends exit and are reaped
+  const cpu1 = serverCpuMs(server);
   const wal = counted ? await walStats(url) : undefined;
+  const statements = await statementsTop(server);
+  const cpu = { serverMs: cpu0 === undefined || cpu1 === undefined ? undefined : cpu1 - cpu0, clientMs: results.reduce((sum, r) => sum + r.cpuMs, 0) };
   const total = results.reduce((sum, r) => sum + r.count, 0);
   const check = await s.verify(url, schema, n);
   if (total !== n) throw new Error(`${side}: ${procs} processes drained ${total} of ${n}`);
-  return { ops: total, seconds: secs, perSec: total / secs, perProc: results.map((r) => r.count), check, wal };
+  return { ops: total, seconds: secs, perSec: total / secs, perProc: results.map((r) => r.count), check, wal, cpu, statements };
 }

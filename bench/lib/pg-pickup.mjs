@@ -53,9 +53,11 @@ export async function benchPickup(url, schema, { count, warm, gapMs, consumers }
   const all = [...cons, prod];
   try {
     await Promise.all(all.map((c) => c.next('ready')));
-    // Each consumer's LISTEN connection is up once its last statement was the LISTEN.
+    // Each consumer's LISTEN connection is up once its last statement was the LISTEN
+    // (watch.ts may LISTEN on more than one channel in that statement).
     const listen = `LISTEN taskloop_${schema}`;
-    await until('the consumers to LISTEN', async () => (await adminQuery(url, 'SELECT count(*) AS n FROM pg_stat_activity WHERE query = $1', [listen]))[0].n >= consumers, 15_000, 20);
+    const listening = async () => (await adminQuery(url, 'SELECT count(*) AS n FROM pg_stat_activity WHERE position($1 in query) > 0', [listen]))[0].n;
+    await until('the consumers to LISTEN', async () => (await listening()) >= consumers, 15_000, 20);
     const clocks = [];
     for (const c of all) clocks.push(await clockOffset(c));
 

@@ -3,7 +3,7 @@
  * (fsync left on), or the one TASKLOOP_PG_URL names. Each scenario gets its own schema
  * (`schemaUrl`); `adminQuery` runs plain SQL for set-up, checks and the server's settings.
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,6 +21,17 @@ async function freePort() {
       server.close(() => resolve(port));
     });
   });
+}
+
+// BENCH_STATEMENTS=1 (a diagnostic): pg_stat_statements, with planning and nested statements.
+const STATEMENTS = process.env.BENCH_STATEMENTS === '1';
+const STATEMENT_FLAGS = ['-c', 'shared_preload_libraries=pg_stat_statements', '-c', 'pg_stat_statements.track=all', '-c', 'pg_stat_statements.track_planning=on'];
+
+function syncCommit() {
+  const v = process.env.BENCH_SYNC_COMMIT;
+  if (v === undefined || v === '') return [];
+  if (!['on', 'off', 'local', 'remote_write', 'remote_apply'].includes(v)) throw new Error(`BENCH_SYNC_COMMIT: '${v}' is not a synchronous_commit value`);
+  return ['-c', `synchronous_commit=${v}`];
 }
 
 /** Starts the server (or takes TASKLOOP_PG_URL); `stop()` removes what was started. */
@@ -44,16 +55,21 @@ export async function startServer() {
     createPostgresUser: root,
     // Durability as shipped: fsync and synchronous_commit stay at their defaults (on).
     // track_wal_io_timing only times the WAL's writes and syncs (pg_stat_wal, walStats).
-    postgresFlags: ['-c', 'max_connections=200', '-c', 'track_wal_io_timing=on'],
+    // BENCH_SYNC_COMMIT=off is a diagnostic: commits stop waiting for the disk (fsync stays on).
+    postgresFlags: ['-c', 'max_connections=200', '-c', 'track_wal_io_timing=on', ...syncCommit(), ...(STATEMENTS ? STATEMENT_FLAGS : [])],
     onLog: () => undefined,
     onError: () => undefined,
   });
   await server.initialise();
   await server.start();
+  const url = `postgres://bench:bench@127.0.0.1:${port}/postgres`;
+  if (STATEMENTS) await adminQuery(url, 'CREATE EXTENSION pg_stat_statements');
   return {
-    url: `postgres://bench:bench@127.0.0.1:${port}/postgres`,
+    statements: STATEMENTS,
+    url,
     embedded: true,
     dir,
+    postmasterPid: Number(readFileSync(join(dir, 'data', 'postmaster.pid'), 'utf8').split('\n')[0]),
     stop: async () => {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });
@@ -108,4 +124,52 @@ export async function walReset(url) {
 export async function walStats(url) {
   const [w] = await adminQuery(url, 'SELECT wal_records, wal_bytes::bigint AS wal_bytes, wal_write, wal_sync, wal_sync_time FROM pg_stat_wal');
   return { records: w.wal_records, bytes: w.wal_bytes, writes: w.wal_write, syncs: w.wal_sync, syncMs: w.wal_sync_time };
+}
+
+const TICK_MS = 10; // USER_HZ is 100 on Linux (getconf CLK_TCK)
+
+function statOf(pid) {
+  try {
+    // Fields after the command's closing parenthesis: state is 3, ppid 4, utime 14 … cstime 17.
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return { ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * CPU ms the embedded server has used so far: the postmaster's own, its exited children's
+ * (backends that ended were reaped by it, so their time is in its cutime/cstime), and its
+ * live children's (walwriter, checkpointer, autovacuum, open backends). Undefined on Linux
+ * without /proc or for a TASKLOOP_PG_URL server.
+ */
+export function serverCpuMs(server) {
+  if (server.postmasterPid === undefined) return undefined;
+  const pm = statOf(server.postmasterPid);
+  if (pm === undefined) return undefined;
+  let ticks = pm.self + pm.reaped;
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    const st = statOf(Number(name));
+    if (st?.ppid === server.postmasterPid) ticks += st.self;
+  }
+  return ticks * TICK_MS;
+}
+
+/** Zeroes pg_stat_statements (BENCH_STATEMENTS=1 only). */
+export async function statementsReset(server) {
+  if (server.statements) await adminQuery(server.url, 'SELECT pg_stat_statements_reset()');
+}
+
+/** The `top` statements by planning + execution time since statementsReset; undefined when off. */
+export async function statementsTop(server, top = 12) {
+  if (!server.statements) return undefined;
+  return adminQuery(
+    server.url,
+    `SELECT calls, total_plan_time AS plan_ms, total_exec_time AS exec_ms, regexp_replace(query, '\\s+', ' ', 'g') AS query
+     FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+     ORDER BY total_plan_time + total_exec_time DESC LIMIT $1`,
+    [top],
+  );
 }

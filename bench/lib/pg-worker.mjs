@@ -3,7 +3,8 @@
  * { kind: 'taskloop' | 'floor' | 'floor-notify' | 'pgboss', url, schema, loops, agent }.
  * It connects, reports `ready`, waits for `go`, then runs `loops` concurrent async loops,
  * each taking one job after another until a take finds nothing, and reports `done` with
- * its count. Every loop has its own connection: the pool holds `loops` of them.
+ * its count and the CPU ms it used from `go` to then. Every loop has its own connection:
+ * the pool holds `loops` of them.
  */
 import pg from 'pg';
 import PgBoss from 'pg-boss';
@@ -82,6 +83,7 @@ if (config.kind !== undefined) {
   const side = await open(config);
   process.once('message', async (msg) => {
     if (msg?.type !== 'go') throw new Error(`worker ${config.agent}: unexpected message ${JSON.stringify(msg)}`);
+    const cpu0 = process.cpuUsage();
     const perLoop = await Promise.all(
       Array.from({ length: config.loops }, async (_, loop) => {
         let n = 0;
@@ -90,7 +92,8 @@ if (config.kind !== undefined) {
       }),
     );
     const count = perLoop.reduce((a, b) => a + b, 0);
-    process.send({ type: 'done', count, perLoop }, async () => {
+    const { user, system } = process.cpuUsage(cpu0);
+    process.send({ type: 'done', count, perLoop, cpuMs: (user + system) / 1000 }, async () => {
       await side.close();
       process.exit(0);
     });
