@@ -15,6 +15,7 @@ import type { BreakerPolicy, BreakerRow, BreakerState, BreakerVerdict } from '..
 import type { TaskEvent } from '../types.js';
 import type { Query } from './connection.js';
 import { appendEvent } from './moves.js';
+import { type BreakerStep, acquireBreaker, recordBreaker } from '../breaker-rules.js';
 
 const BREAKER = systemActor('breaker');
 
@@ -40,6 +41,12 @@ const put = (q: Query, r: Row, now: number) =>
     now,
   ]);
 
+/** Writes what a rule of breaker-rules.ts decided (the row is locked, or was just inserted clean). */
+async function apply(q: Query, step: BreakerStep<unknown>, taskId: number | null, now: number, events: TaskEvent[]): Promise<void> {
+  if (step.write !== undefined) await put(q, step.write, now);
+  if (step.event !== undefined) events.push(await appendEvent(q, taskId, step.event.type, BREAKER, step.event.data, now));
+}
+
 export const pgBreakers = {
   /** A read outside any transaction: true when the breaker is closed with no failures (nothing to write). */
   async clean(q: Query, tool: string): Promise<boolean> {
@@ -48,34 +55,19 @@ export const pgBreakers = {
   },
 
   async acquire(q: Query, tool: string, policy: BreakerPolicy, now: number, events: TaskEvent[]): Promise<BreakerVerdict> {
-    const row = await lock(q, tool);
-    if (row === undefined || row.state === 'closed') return { allowed: true, state: 'closed', probe: false };
-    const cooled = row.state === 'open' && now >= (row.opened_at ?? 0) + policy.cooldownMs;
-    const probeLost = row.state === 'half_open' && now > (row.probe_until ?? 0);
-    if (!cooled && !probeLost) return { allowed: false, state: row.state, probe: false };
-    await put(q, { ...row, state: 'half_open', probe_until: now + policy.probeTimeoutMs }, now);
-    events.push(await appendEvent(q, null, 'breaker.half_opened', BREAKER, { tool }, now));
-    return { allowed: true, state: 'half_open', probe: true };
+    const step = acquireBreaker(await lock(q, tool), policy, now);
+    await apply(q, step, null, now, events);
+    return step.result;
   },
 
   async record(q: Query, tool: string, ok: boolean, policy: BreakerPolicy, taskId: number | null, now: number, events: TaskEvent[]): Promise<BreakerState> {
     if (!ok) {
+      // A failure on a tool with no row yet: a clean row first, so there is always one to lock (no count lost).
       await q("INSERT INTO tool_breakers (tool, state, failures, updated_at) VALUES ($1, 'closed', 0, $2) ON CONFLICT (tool) DO NOTHING", [tool, now]);
     }
-    const row = (await lock(q, tool)) ?? { tool, state: 'closed' as BreakerState, failures: 0, opened_at: null, probe_until: null };
-    if (ok) {
-      if (row.state === 'closed' && row.failures === 0) return 'closed';
-      await put(q, { tool, state: 'closed', failures: 0, opened_at: null, probe_until: null }, now);
-      if (row.state !== 'closed') events.push(await appendEvent(q, taskId, 'breaker.closed', BREAKER, { tool }, now));
-      return 'closed';
-    }
-    const failures = row.failures + 1;
-    const open = row.state !== 'closed' || failures >= policy.threshold;
-    // A late failure of a call let through before the breaker opened keeps its cooldown.
-    const openedAt = row.state === 'open' ? row.opened_at : open ? now : null;
-    await put(q, { tool, state: open ? 'open' : 'closed', failures, opened_at: openedAt, probe_until: null }, now);
-    if (open && row.state !== 'open') events.push(await appendEvent(q, taskId, 'breaker.opened', BREAKER, { tool, failures }, now));
-    return open ? 'open' : row.state;
+    const step = recordBreaker(await lock(q, tool), tool, ok, policy, now);
+    await apply(q, step, taskId, now, events);
+    return step.result;
   },
 
   async list(q: Query): Promise<BreakerRow[]> {

@@ -8,6 +8,7 @@ import { systemActor } from '../actors.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import type { EventWriter } from './rows.js';
+import { type BreakerStep, acquireBreaker, recordBreaker } from '../breaker-rules.js';
 
 const BREAKER = systemActor('breaker');
 
@@ -36,36 +37,26 @@ export function prepareBreakers(db: Db, writer: EventWriter): Breakers {
        probe_until = excluded.probe_until, updated_at = excluded.updated_at`,
   );
 
+  /** Writes what a rule of breaker-rules.ts decided. */
+  const apply = (step: BreakerStep<unknown>, taskId: number | null, now: number, events: TaskEvent[]): void => {
+    if (step.write !== undefined) put.run({ ...step.write, now });
+    if (step.event !== undefined) events.push(writer.append(taskId, step.event.type, BREAKER, step.event.data, now));
+  };
+
   return {
     clean(tool) {
       const row = get.get(tool);
       return row === undefined || (row.state === 'closed' && row.failures === 0);
     },
     acquire(tool, policy, now, events) {
-      const row = get.get(tool);
-      if (row === undefined || row.state === 'closed') return { allowed: true, state: 'closed', probe: false };
-      const cooled = row.state === 'open' && now >= (row.opened_at ?? 0) + policy.cooldownMs;
-      const probeLost = row.state === 'half_open' && now > (row.probe_until ?? 0);
-      if (!cooled && !probeLost) return { allowed: false, state: row.state, probe: false };
-      put.run({ tool, state: 'half_open', failures: row.failures, opened_at: row.opened_at, probe_until: now + policy.probeTimeoutMs, now });
-      events.push(writer.append(null, 'breaker.half_opened', BREAKER, { tool }, now));
-      return { allowed: true, state: 'half_open', probe: true };
+      const step = acquireBreaker(get.get(tool), policy, now);
+      apply(step, null, now, events);
+      return step.result;
     },
     record(tool, ok, policy, taskId, now, events) {
-      const row = get.get(tool) ?? { tool, state: 'closed' as BreakerState, failures: 0, opened_at: null, probe_until: null };
-      if (ok) {
-        if (row.state === 'closed' && row.failures === 0) return 'closed';
-        put.run({ tool, state: 'closed', failures: 0, opened_at: null, probe_until: null, now });
-        if (row.state !== 'closed') events.push(writer.append(taskId, 'breaker.closed', BREAKER, { tool }, now));
-        return 'closed';
-      }
-      const failures = row.failures + 1;
-      const open = row.state !== 'closed' || failures >= policy.threshold;
-      // A late failure of a call let through before the breaker opened keeps its cooldown.
-      const openedAt = row.state === 'open' ? row.opened_at : open ? now : null;
-      put.run({ tool, state: open ? 'open' : 'closed', failures, opened_at: openedAt, probe_until: null, now });
-      if (open && row.state !== 'open') events.push(writer.append(taskId, 'breaker.opened', BREAKER, { tool, failures }, now));
-      return open ? 'open' : row.state;
+      const step = recordBreaker(get.get(tool), tool, ok, policy, now);
+      apply(step, taskId, now, events);
+      return step.result;
     },
     list: () => all.all().map((r) => ({ tool: r.tool, state: r.state, failures: r.failures, openedAt: r.opened_at })),
   };
