@@ -65,6 +65,8 @@ async function scenario(key, label, schemas, fn) {
   const t0 = nowNs();
   try {
     r[key] = await fn(...schemas);
+    // Kept on stderr as well: a run cut short still leaves what it measured.
+    log(`${label}: ${JSON.stringify(r[key], (k, v) => (k === 'samples' || k === 'statements' ? undefined : typeof v === 'number' ? Math.round(v * 1000) / 1000 : v))}`);
   } finally {
     await dropSchemas(server.url, schemas);
   }
@@ -92,6 +94,7 @@ try {
   // What finished is still reported (a long run should not be lost to its last part).
   failure = err instanceof Error ? err.message : String(err);
   console.error(err);
+  log(`the server's last lines:\n${server.logTail().join('\n')}`);
   process.exitCode = 1;
 } finally {
   await server.stop();

