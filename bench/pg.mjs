@@ -73,13 +73,19 @@ async function scenario(key, label, schemas, fn) {
   log(`${label}: done in ${seconds(t0, nowNs()).toFixed(1)} s`);
 }
 
-const SIDE_LABEL = { taskloop: 'taskloop', floor: 'bare pg floor', pgboss: 'pg-boss 10.4.2', 'floor-notify': 'bare floor + NOTIFY (diagnostic)' };
+const SIDE_LABEL = {
+  taskloop: 'taskloop',
+  floor: 'bare pg floor',
+  pgboss: 'pg-boss 10.4.2',
+  'floor-notify': 'bare floor + NOTIFY (diagnostic)',
+  'floor-1tx': 'bare floor in one transaction (diagnostic)',
+};
 try {
   settings = await serverSettings(server.url);
   await scenario('trips', 'round trips per operation', ['bench_trips'], (s) => countRoundTrips(server.url, s));
   for (const procs of ONLY.has('drain') ? [1, PROCS] : []) {
-    for (const side of ['taskloop', 'floor', 'pgboss', 'floor-notify']) {
-      const schema = `bench_${side.replace('-', '_')}_${procs}p`;
+    for (const side of ['taskloop', 'floor', 'pgboss', 'floor-notify', 'floor-1tx']) {
+      const schema = `bench_${side.replace(/-/g, '_')}_${procs}p`;
       const label = `${SIDE_LABEL[side]} drain, ${procs} × ${LOOPS} loops`;
       await scenario(`${side}:${procs}`, label, [schema], (s) => benchDrain(side, server, s, { n: N, procs, loops: LOOPS }));
     }

@@ -17,9 +17,10 @@ function drains(r, { PROCS, LOOPS }, out, ratios) {
   for (const procs of [1, PROCS]) {
     const p = `${procs} proc${procs === 1 ? '' : 's'} × ${LOOPS}`;
     rows.push(row(`taskloop lifecycle, ${p}`, r[`taskloop:${procs}`], 'claim+start (1 tx) + review→completed (1 tx), 4 events'));
-    rows.push(row(`bare pg floor, ${p}`, r[`floor:${procs}`], 'SKIP LOCKED pick + UPDATE done (1 tx)'));
+    rows.push(row(`bare pg floor, ${p}`, r[`floor:${procs}`], 'claim (SKIP LOCKED, token, lease: 1 stmt) + done fenced by token (1 stmt)'));
     rows.push(row(`pg-boss 10.4.2, ${p}`, r[`pgboss:${procs}`], 'fetch (1 stmt) + complete (1 stmt)'));
-    rows.push(row(`floor + NOTIFY, ${p} (diag.)`, r[`floor-notify:${procs}`], 'the floor, committing with NOTIFY'));
+    rows.push(row(`floor + NOTIFY, ${p} (diag.)`, r[`floor-notify:${procs}`], 'the floor, each statement with pg_notify'));
+    rows.push(row(`floor in 1 tx, ${p} (diag.)`, r[`floor-1tx:${procs}`], 'SKIP LOCKED pick + UPDATE done in one transaction'));
   }
   out.push(table(['drain', 'jobs', 'seconds', 'jobs/s', 'WAL flushes/job', 'ms/flush', 'server CPU ms/job', 'client CPU ms/job', 'one job is'], rows));
   out.push('WAL flushes: pg_stat_wal.wal_sync over the drain (server-wide), per job; ms/flush: wal_sync_time / wal_sync');
@@ -49,6 +50,7 @@ function drains(r, { PROCS, LOOPS }, out, ratios) {
   ratios.push([`taskloop ${PROCS} procs / 1 proc`, fmtNum(r[`taskloop:${PROCS}`].perSec / r['taskloop:1'].perSec, 2), '', '']);
   for (const procs of [1, PROCS]) {
     ratios.push([`floor + NOTIFY / floor, ${procs} proc(s)`, fmtNum(r[`floor-notify:${procs}`].perSec / r[`floor:${procs}`].perSec, 2), '', '']);
+    ratios.push([`taskloop / floor in 1 tx, ${procs} proc(s)`, fmtNum(r[`taskloop:${procs}`].perSec / r[`floor-1tx:${procs}`].perSec, 2), '', '']);
   }
 }
 
@@ -110,14 +112,14 @@ export function report(r, ctx) {
   const t = r.trips;
   out.push(
     `round trips (pg.Client#query calls, averaged over 50 ops): createTask ${fmtNum(t.create.perOp, 1)}, claimTask(start) ${fmtNum(t.claim.perOp, 1)}, ` +
-      `review→completed ${fmtNum(t.transition.perOp, 1)}, claim finding nothing ${fmtNum(t.empty.perOp, 1)}; bare floor 4, pg-boss fetch 1 + complete 1`,
+      `review→completed ${fmtNum(t.transition.perOp, 1)}, claim finding nothing ${fmtNum(t.empty.perOp, 1)}; bare floor claim 1 + done 1 (in one tx: 4), pg-boss fetch 1 + complete 1`,
   );
   out.push(`  claim:      ${t.claim.sequence.join(' | ')}`);
   out.push(`  transition: ${t.transition.sequence.join(' | ')}`);
   out.push('');
   const ratios = [];
   const has = (keys) => keys.every((k) => r[k] !== undefined);
-  const sides = ['taskloop', 'floor', 'pgboss', 'floor-notify'];
+  const sides = ['taskloop', 'floor', 'pgboss', 'floor-notify', 'floor-1tx'];
   if (has([1, ctx.PROCS].flatMap((p) => sides.map((s) => `${s}:${p}`)))) drains(r, ctx, out, ratios);
   if (has(['pickup:1', 'pickup:2'])) pickups(r, ctx, out, ratios);
   if (has(['lat'])) latencies(r, ctx, out, ratios);

@@ -1,6 +1,6 @@
 /**
  * A drain process of the pg benchmark (forked by pg-drain.mjs). argv: one JSON object
- * { kind: 'taskloop' | 'floor' | 'floor-notify' | 'pgboss', url, schema, loops, agent }.
+ * { kind: 'taskloop' | 'floor' | 'floor-notify' | 'floor-1tx' | 'pgboss', url, schema, loops, agent }.
  * It connects, reports `ready`, waits for `go`, then runs `loops` concurrent async loops,
  * each taking one job after another until a take finds nothing, and reports `done` with
  * its count and the CPU ms it used from `go` to then. Every loop has its own connection:
@@ -39,9 +39,32 @@ async function open({ kind, url, schema, loops, agent }) {
     return { takeOne: () => drainOne(manager, agent), close: () => manager.close() };
   }
   if (kind === 'floor' || kind === 'floor-notify') {
+    // Two commits per job, as any queue whose claim outlives a crash: the claim (SKIP LOCKED
+    // pick, token and lease, in one statement) and the completion fenced by that token.
+    const pool = new pg.Pool({ connectionString: url, max: loops, options: `-c search_path=${schema}` });
+    const notify = kind === 'floor-notify' ? `, pg_notify('bench_${schema}', '')` : '';
+    let tokens = 0;
+    return {
+      async takeOne() {
+        const token = `${agent}:${++tokens}`;
+        const { rows } = await pool.query(
+          `WITH c AS (UPDATE jobs SET state = 'running', token = $1, lease_until = now() + interval '30 seconds'
+             WHERE id = (${PICK}) RETURNING id) SELECT id${notify} FROM c`,
+          [token],
+        );
+        if (rows.length === 0) return false;
+        const done = await pool.query(`WITH c AS (UPDATE jobs SET state = 'done', token = NULL WHERE id = $1 AND token = $2 RETURNING id) SELECT id${notify} FROM c`, [rows[0].id, token]);
+        if (done.rows.length !== 1) throw new Error(`floor: job ${rows[0].id} lost its claim`);
+        return true;
+      },
+      close: () => pool.end(),
+    };
+  }
+  if (kind === 'floor-1tx') {
+    // A diagnostic: the job claimed and marked done in one transaction (one commit), as a
+    // queue that holds a row lock for the whole of the work would.
     const pool = new pg.Pool({ connectionString: url, max: loops, options: `-c search_path=${schema}` });
     const clients = await Promise.all(Array.from({ length: loops }, () => pool.connect()));
-    const commit = kind === 'floor-notify' ? `NOTIFY bench_${schema}; COMMIT` : 'COMMIT';
     return {
       async takeOne(loop) {
         const c = clients[loop];
@@ -52,7 +75,7 @@ async function open({ kind, url, schema, loops, agent }) {
           return false;
         }
         await c.query("UPDATE jobs SET state = 'done' WHERE id = $1", [rows[0].id]);
-        await c.query(commit);
+        await c.query('COMMIT');
         return true;
       },
       async close() {

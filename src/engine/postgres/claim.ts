@@ -8,7 +8,7 @@ import { DEFAULT_QUEUE } from '../creation.js';
 import { type TaskRow, heartbeatRefusal, toTask } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
 import { NOW_MS, type Query } from './connection.js';
-import { appendEvents, lockTask } from './moves.js';
+import { appendEvents, lockTask, writeWithEvents } from './moves.js';
 
 const capsOf = (input: ClaimInput): string => JSON.stringify(input.capabilities ?? []);
 
@@ -46,11 +46,13 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
   const taken = takeClaim(row, input, now);
   await appendEvents(q, taken.events);
   events.push(...taken.events);
-  await q(
-    `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, attempts = $4, lease_ms = $5, lease_expires_at = $6,
+  await writeWithEvents(q, [
+    {
+      sql: `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, attempts = $4, lease_ms = $5, lease_expires_at = $6,
        stale_since = NULL, updated_at = $7, worker_id = $8 WHERE id = $9`,
-    [row.state, row.assignee, row.claim_token, row.attempts, row.lease_ms, row.lease_expires_at, now, row.worker_id, row.id],
-  );
+      params: [row.state, row.assignee, row.claim_token, row.attempts, row.lease_ms, row.lease_expires_at, now, row.worker_id, row.id],
+    },
+  ]);
   const task = toTask(row) as ClaimedTask;
   task.claimToken = taken.token;
   return task;

@@ -85,8 +85,10 @@ export interface PgConnection {
    * transaction began (or the test clock). Serialization failures and deadlocks roll back
    * and run `body` again, so `body` must only write through `q`. `notify` is sent with the
    * commit when the body says it changed something that other processes wait for.
+   * `opening`, SQL without parameters (the caller's own text, never input), runs in the
+   * transaction's first round trip with BEGIN; its rows are `body`'s `opened`.
    */
-  tx<T>(what: string, body: (q: Query, now: number) => Promise<T>, notify?: (value: T) => boolean): Promise<T>;
+  tx<T>(what: string, body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>, notify?: (value: T) => boolean, opening?: string): Promise<T>;
   /** The clock the store runs on: the database's, unless a test pinned one. */
   now(): Promise<number>;
   /** A client outside the pool (the LISTEN connection), not connected yet. */
@@ -130,7 +132,12 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     }
   };
 
-  async function tx<T>(what: string, body: (q: Query, now: number) => Promise<T>, notify?: (value: T) => boolean): Promise<T> {
+  async function tx<T>(
+    what: string,
+    body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>,
+    notify?: (value: T) => boolean,
+    opening?: string,
+  ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient;
       try {
@@ -140,10 +147,10 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
       }
       let broken: unknown;
       try {
-        const begun = (await client.query(`BEGIN; SELECT ${NOW_MS} AS now`)) as unknown as pg.QueryResult[];
+        const begun = (await client.query(`BEGIN; SELECT ${NOW_MS} AS now${opening === undefined ? '' : `; ${opening}`}`)) as unknown as pg.QueryResult[];
         const now = fixed?.() ?? (begun[1]!.rows[0] as { now: number }).now;
         const q: Query = async (text, params) => (await client.query(text, params as unknown[])).rows;
-        const value = await body(q, now);
+        const value = await body(q, now, opening === undefined ? [] : begun[2]!.rows);
         await client.query(notify?.(value) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT');
         return value;
       } catch (err) {

@@ -10,7 +10,7 @@ import type { Fence } from '../runs.js';
 import { isFenced } from '../states.js';
 import type { TaskRow } from '../task-rows.js';
 import type { Query } from './connection.js';
-import { lockTask } from './moves.js';
+import { lockTask, takePrimed } from './moves.js';
 
 function staleClaim(f: Fence, state: string): EngineError {
   return new EngineError('STALE_CLAIM', `task ${f.taskId}: the claim of ${f.agent} is no longer current (task is ${state})`, { task_id: f.taskId });
@@ -30,7 +30,8 @@ export async function fenceTask(q: Query, f: Fence): Promise<TaskRow> {
 
 /** The fence of a step write: the same lock, but only the claim is read (the card can be large). */
 export async function fenceClaim(q: Query, f: Fence): Promise<void> {
-  const [row] = await q<{ state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = $1 FOR UPDATE', [f.taskId]);
+  const p = takePrimed(q, f.taskId, false);
+  const [row] = p !== undefined ? [p.row as { state: TaskRow['state']; claim_token: string | null } | undefined] : await q<{ state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = $1 FOR UPDATE', [f.taskId]);
   if (row === undefined) throw notFound(f);
   if (row.claim_token !== f.claimToken || !isFenced(row.state)) throw staleClaim(f, row.state);
 }

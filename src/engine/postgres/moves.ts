@@ -14,8 +14,37 @@ import { NOTIFY_CONTROLS } from './watch.js';
 
 const SYSTEM = systemActor('system');
 
+/**
+ * A write that knows its task up front locks the row in the transaction's first round trip,
+ * with BEGIN (PgTaskStore.write's `lock`): `whole` the row, or only its claim for a step's
+ * fence (the card can be large). The id is a checked integer, the only value in the text.
+ */
+export function lockOpening(id: number, whole: boolean): string | undefined {
+  if (!Number.isSafeInteger(id) || id < 1) return undefined;
+  return `SELECT ${whole ? '*' : 'id, state, claim_token'} FROM tasks WHERE id = ${id} FOR UPDATE`;
+}
+
+// The row an opening locked, until the body first asks for it: a second ask reads again, and
+// sees what this transaction wrote since.
+const primed = new WeakMap<Query, { id: number; whole: boolean; row: Record<string, unknown> | undefined }>();
+
+/** Keeps the row `lockOpening` returned for the body's first `lockTask` or fence. */
+export function primeLock(q: Query, id: number, whole: boolean, row: Record<string, unknown> | undefined): void {
+  primed.set(q, { id, whole, row });
+}
+
+/** The primed row of task `id` (taken once), when the opening locked it with the columns asked for. */
+export function takePrimed(q: Query, id: number, whole: boolean): { row: Record<string, unknown> | undefined } | undefined {
+  const p = primed.get(q);
+  if (p === undefined || p.id !== id || (whole && !p.whole)) return undefined;
+  primed.delete(q);
+  return p;
+}
+
 /** The task's row, locked for this transaction; undefined when there is no such task. */
 export async function lockTask(q: Query, id: number): Promise<TaskRow | undefined> {
+  const p = takePrimed(q, id, true);
+  if (p !== undefined) return p.row as TaskRow | undefined;
   return (await q<TaskRow & Record<string, unknown>>('SELECT * FROM tasks WHERE id = $1 FOR UPDATE', [id]))[0];
 }
 
@@ -48,16 +77,44 @@ export async function appendEvents(q: Query, events: TaskEvent[]): Promise<void>
   for (let at = 0; at < events.length; at += 1000) await insertEvents(q, events.slice(at, at + 1000));
 }
 
-async function insertEvents(q: Query, events: TaskEvent[]): Promise<void> {
+/** A write whose rows are not needed, run in one statement with others (`writeWithEvents`). */
+export interface Write {
+  sql: string;
+  params: unknown[];
+}
+
+/**
+ * Runs `writes` in one statement with the events the transaction has waiting: one round trip
+ * where there were one per write and one for the events. The writes must touch different
+ * rows (a statement's data-modifying parts all see one snapshot) and their text is ours:
+ * each `$n` is renumbered.
+ */
+export async function writeWithEvents(q: Query, writes: Write[]): Promise<void> {
+  const events = deferred.get(q);
+  if (events === undefined || events.length === 0 || events.length > 1000) {
+    if (events !== undefined) await flushEvents(q);
+    for (const w of writes) await q(w.sql, w.params);
+    return;
+  }
+  deferred.set(q, []);
+  await insertEvents(q, events, writes);
+}
+
+async function insertEvents(q: Query, events: TaskEvent[], writes: Write[] = []): Promise<void> {
   const values: string[] = [];
   const params: unknown[] = [];
+  const ctes = writes.map((w, i) => {
+    const from = params.length;
+    params.push(...w.params);
+    return `w${i} AS (${w.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + from}`)})`;
+  });
   for (const e of events) {
     const n = params.length;
     values.push(`($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6})`);
     params.push(e.taskId, e.type, e.actor, e.actorRole, JSON.stringify(e.data), e.createdAt);
   }
   const rows = await q<{ id: number }>(
-    `INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id`,
+    `${ctes.length > 0 ? `WITH ${ctes.join(', ')} ` : ''}INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id`,
     params,
   );
   // Ids are taken row by row, in order: the ascending ids are the events' in order.
@@ -77,14 +134,19 @@ export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], n
   await appendEvents(q, staged);
   // last_event_id is SQLite's event chain; PostgreSQL reads a task's events by index and
   // leaves it unset (the events' ids are known only at the commit, see deferEvents).
-  await q(
-    `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, worker_id = $4, lease_expires_at = $5, stale_since = NULL,
+  const writes: Write[] = [
+    {
+      sql: `UPDATE tasks SET state = $1, assignee = $2, claim_token = $3, worker_id = $4, lease_expires_at = $5, stale_since = NULL,
        updated_at = $6, result = $7 WHERE id = $8`,
-    [row.state, row.assignee, row.claim_token, row.worker_id, row.lease_expires_at, now, row.result, row.id],
-  );
+      params: [row.state, row.assignee, row.claim_token, row.worker_id, row.lease_expires_at, now, row.result, row.id],
+    },
+  ];
+  // Other rows than the task's own: a task never depends on itself (creation refuses it).
   if (row.state === 'completed') {
-    await q('UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', [row.id]);
-  } else if (isTerminal(row.state)) {
+    writes.push({ sql: 'UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', params: [row.id] });
+  }
+  await writeWithEvents(q, writes);
+  if (row.state !== 'completed' && isTerminal(row.state)) {
     await closeOpenRun(q, row, now, events);
     // A dependency that can never complete: its dependents can never run, so they are
     // cancelled now (recursively) rather than left pending forever.

@@ -14,7 +14,12 @@ import { pgDaemons } from './daemons.js';
 import { pgRetention } from './retention.js';
 import { createPgRunStats } from './run-stats.js';
 import { claimRun, pgRuns } from './runs.js';
-import type { PgTaskStore } from './task-store.js';
+import { type PgTaskStore, type TaskLock, wholeRow } from './task-store.js';
+import type { Fence } from '../runs.js';
+
+// Every fenced write locks its task's row first: with BEGIN, in the transaction's first round trip.
+const whole = (f: Fence): TaskLock => ({ taskId: f.taskId, whole: true });
+const light = (f: Fence): TaskLock => ({ taskId: f.taskId, whole: false });
 
 export function createPgRunStore(store: PgTaskStore): RunStore {
   const { write, read } = store;
@@ -32,16 +37,16 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
       if (parsed.taskId === undefined && !(await read(async () => claimable(q, parsed, await now())))) return null;
       return value(write('claim run', (tx, at, ev) => claimRun(tx, parsed, budgetOf, at, ev)));
     },
-    openRun: (f, budget) => value(write('open run', (tx, at, ev) => pgRuns.openRun(tx, f, budget, at, ev))),
-    beginStep: (f, input) => value(write('begin step', (tx, at, ev) => pgRuns.beginStep(tx, f, input, at, ev))),
-    writeSteps: (f, writes) => value(write('write steps', (tx, at, ev) => pgRuns.writeSteps(tx, f, writes, at, ev))),
-    finishStep: (f, input) => value(write('finish step', (tx, at, ev) => pgRuns.finishStep(tx, f, input, at, ev))),
-    setPaused: (f, runId, paused, reason) => value(write('pause run', (tx, at, ev) => pgRuns.setPaused(tx, f, runId, paused, reason, at, ev))),
-    finishRun: (f, input) => value(write('finish run', (tx, at, ev) => pgRuns.finishRun(tx, f, input, at, ev))),
-    recordRestart: (f, runId, reason) => value(write('restart run', (tx, at, ev) => pgRuns.recordRestart(tx, f, runId, reason, at, ev))),
-    parkRun: (f, input) => value(write('park run', (tx, at, ev) => pgRuns.parkRun(tx, f, input, at, ev))),
-    resumeRun: (input) => value(write('resume run', (tx, at, ev) => pgRuns.resumeRun(tx, input, at, ev))),
-    releaseRun: (f, runId, reason) => value(write('release run', (tx, at, ev) => pgRuns.releaseRun(tx, f, runId, reason, at, ev))),
+    openRun: (f, budget) => value(write('open run', (tx, at, ev) => pgRuns.openRun(tx, f, budget, at, ev), whole(f))),
+    beginStep: (f, input) => value(write('begin step', (tx, at, ev) => pgRuns.beginStep(tx, f, input, at, ev), light(f))),
+    writeSteps: (f, writes) => value(write('write steps', (tx, at, ev) => pgRuns.writeSteps(tx, f, writes, at, ev), light(f))),
+    finishStep: (f, input) => value(write('finish step', (tx, at, ev) => pgRuns.finishStep(tx, f, input, at, ev), light(f))),
+    setPaused: (f, runId, paused, reason) => value(write('pause run', (tx, at, ev) => pgRuns.setPaused(tx, f, runId, paused, reason, at, ev), light(f))),
+    finishRun: (f, input) => value(write('finish run', (tx, at, ev) => pgRuns.finishRun(tx, f, input, at, ev), whole(f))),
+    recordRestart: (f, runId, reason) => value(write('restart run', (tx, at, ev) => pgRuns.recordRestart(tx, f, runId, reason, at, ev), light(f))),
+    parkRun: (f, input) => value(write('park run', (tx, at, ev) => pgRuns.parkRun(tx, f, input, at, ev), whole(f))),
+    resumeRun: (input) => value(write('resume run', (tx, at, ev) => pgRuns.resumeRun(tx, input, at, ev), wholeRow(input.taskId))),
+    releaseRun: (f, runId, reason) => value(write('release run', (tx, at, ev) => pgRuns.releaseRun(tx, f, runId, reason, at, ev), whole(f))),
     getRun: (runId) => read(() => pgRuns.getRun(q, runId)),
     runsOf: (taskId) => read(() => pgRuns.runsOf(q, taskId)),
     getScreen: (runId) => read(() => pgRuns.getScreen(q, runId)),
@@ -86,10 +91,10 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     expireSlot: (slotId) => value(write('expire slot', (tx, at) => pgDaemons.expireSlot(tx, slotId, at))),
     daemons: () => read(() => pgDaemons.list(q)),
 
-    parkForApproval: (f, input, usage) => value(write('park', (tx, at, ev) => pgApprovals.park(tx, f, input, usage, at, ev))),
+    parkForApproval: (f, input, usage) => value(write('park', (tx, at, ev) => pgApprovals.park(tx, f, input, usage, at, ev), whole(f))),
     approvalForStep: (stepId) => read(() => pgApprovals.forStep(q, stepId)),
-    reparkForApproval: (f, approval) => value(write('repark', (tx, at, ev) => pgApprovals.repark(tx, f, approval, at, ev))),
-    useApproval: (f, id) => value(write('use approval', (tx, at, ev) => pgApprovals.use(tx, f, id, at, ev))),
+    reparkForApproval: (f, approval) => value(write('repark', (tx, at, ev) => pgApprovals.repark(tx, f, approval, at, ev), whole(f))),
+    useApproval: (f, id) => value(write('use approval', (tx, at, ev) => pgApprovals.use(tx, f, id, at, ev), whole(f))),
     decideApproval: (input) => value(write('decide approval', (tx, at, ev) => pgApprovals.decide(tx, input, at, ev))),
     expireApprovals: () => value(write('expire approvals', (tx, at, ev) => pgApprovals.expire(tx, at, ev))),
     listApprovals: (state, limit = 100) => read(() => pgApprovals.list(q, state, limit)),

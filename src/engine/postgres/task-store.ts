@@ -15,8 +15,18 @@ import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
 import { createPgWatcher } from './watch.js';
-import { deferEvents, flushEvents } from './moves.js';
+import { deferEvents, flushEvents, lockOpening, primeLock } from './moves.js';
 import type { Query } from './connection.js';
+
+/** The task a write locks first (PgTaskStore.write). */
+export interface TaskLock {
+  taskId: number;
+  /** The whole row (a move), or only its claim (a step's fence). */
+  whole: boolean;
+}
+
+/** A write that moves task `taskId` locks its whole row first; none when there is no id. */
+export const wholeRow = (taskId: number | undefined): TaskLock | undefined => (taskId === undefined ? undefined : { taskId, whole: true });
 
 export interface PgStoreOptions {
   /** `postgres://user:password@host:port/database`, with taskloop's options (connection.ts). */
@@ -36,8 +46,12 @@ export interface PgTaskStore extends TaskStore {
   readonly ready: Promise<void>;
   /** The test clock, when one was given. */
   readonly fixedNow: (() => number) | undefined;
-  /** A write transaction with its events, notifying other processes when it wrote any (see connection.ts tx). */
-  write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>): Promise<WriteOutcome<T>>;
+  /**
+   * A write transaction with its events, notifying other processes when it wrote any (see
+   * connection.ts tx). `lock`: the task the body locks first (a move, a fenced run write),
+   * locked with BEGIN in one round trip: `whole` its row, or its claim only (moves.ts lockOpening).
+   */
+  write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock): Promise<WriteOutcome<T>>;
   /** Runs `fn` once the schema is ready. */
   read<T>(fn: () => Promise<T>): Promise<T>;
   /** Calls `onChange` soon after a stop, pause or resume commits anywhere (watch.ts). */
@@ -54,19 +68,22 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   const reads = createReads(conn, horizon);
   const watcher = createPgWatcher(conn, horizon, { pollMs: opts.pollMs, log: opts.log });
 
-  async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>): Promise<WriteOutcome<T>> {
+  async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock): Promise<WriteOutcome<T>> {
     await ready;
     let events: TaskEvent[] = [];
+    const opening = lock === undefined ? undefined : lockOpening(lock.taskId, lock.whole);
     const value = await conn.tx(
       what,
-      async (q, now) => {
+      async (q, now, opened) => {
         events = []; // a retried transaction starts over
+        if (opening !== undefined) primeLock(q, lock!.taskId, lock!.whole, opened[0]);
         deferEvents(q);
         const value = await body(q, now, events);
         await flushEvents(q);
         return value;
       },
       () => events.length > 0,
+      opening,
     );
     return { value, events };
   }
@@ -98,9 +115,9 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       }),
     clock: () => read(() => conn.now()),
     createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events)),
-    claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events)),
+    claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), wholeRow(input.taskId)),
     heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),
-    transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events)),
+    transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId)),
     sweep: (o) =>
       write('sweep', async (q, now, events) => {
         const marked = await markStale(q, now);

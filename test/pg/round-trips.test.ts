@@ -1,0 +1,96 @@
+/**
+ * Round trips on PostgreSQL, counted (pg.Client#query calls in this process; node-postgres
+ * sends one query at a time, so one call is one round trip). A move locks its task with
+ * BEGIN and writes its row, its dependents and its events in one statement; a claim writes
+ * its row and events in one. The counts are the contract BENCHMARKS.md states; a change that
+ * adds a round trip to the hot path fails here rather than in a benchmark.
+ */
+import pg from 'pg';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import type { Budget, TransitionInput } from '../../src/engine/index.js';
+import { lockOpening } from '../../src/engine/postgres/moves.js';
+import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
+import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
+import { codeOf, freshManager, operator, system } from '../helpers.js';
+
+/** The statements `fn` sent, in order. */
+async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
+  const calls: string[] = [];
+  const original = pg.Client.prototype.query;
+  pg.Client.prototype.query = function (this: pg.Client, text: unknown, ...rest: unknown[]) {
+    calls.push(typeof text === 'string' ? text : String((text as { text?: string })?.text));
+    return (original as (...a: unknown[]) => unknown).call(this, text, ...rest);
+  } as typeof original;
+  try {
+    await fn();
+  } finally {
+    pg.Client.prototype.query = original;
+  }
+  return calls;
+}
+
+const agent = { id: 'agent-1', role: 'agent' } as const;
+const BUDGET: Budget = { maxSteps: 20, maxFailures: 3, maxWriteCalls: null, maxPending: null, deadlineAt: null, maxTokens: 1000, maxCost: null };
+
+describe('round trips on PostgreSQL', () => {
+  it('a claim is 4 round trips and a move 3 (lock with BEGIN, one statement for row, dependents and events, commit)', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    const { task: first } = await tm.createTask({ title: 'first' }, operator);
+    const { task: after } = await tm.createTask({ title: 'after', dependsOn: [first.id] }, operator);
+
+    const claimed = await tm.claimTask({ agent: agent.id, start: true });
+    const claims = await statementsOf(async () => {
+      await tm.createTask({ title: 'second' }, operator);
+      return tm.claimTask({ agent: agent.id, start: true });
+    });
+    const create = claims.findIndex((s) => /COMMIT/.test(s));
+    expect(claims.length - create - 1).toBe(4);
+
+    const move = await statementsOf(() =>
+      tm.transitionTask({ taskId: claimed!.id, to: 'review', actor: agent, claimToken: claimed!.claimToken, then: [{ to: 'completed', actor: system }] }),
+    );
+    expect(move).toHaveLength(3);
+    expect(move[0]).toMatch(/^BEGIN; .*FOR UPDATE$/);
+    expect(move[2]).toMatch(/COMMIT$/);
+
+    // What the one statement wrote: the task, its dependent (now claimable), both events in order.
+    const done = await tm.getTask(first.id);
+    expect(done.state).toBe('completed');
+    const types = done.events.map((e) => `${e.type}:${String(e.data.to)}`);
+    expect(types.slice(-2)).toEqual(['task.transitioned:review', 'task.transitioned:completed']);
+    expect(done.events.map((e) => e.id)).toEqual([...done.events.map((e) => e.id)].sort((a, b) => a - b));
+    const next = await tm.claimTask({ agent: agent.id });
+    expect(next?.id).toBe(after.id);
+  });
+
+  it('beginning a step is 5 round trips: its fence takes the task’s claim with BEGIN (then the run, the step, its event, the commit)', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    const runs = createPgRunStore(tm.store as PgTaskStore);
+    await tm.createTask({ title: 'run me', card: { goal: 'g' } }, operator);
+    const task = await tm.claimTask({ agent: agent.id, start: true });
+    const fence = { taskId: task!.id, agent: agent.id, claimToken: task!.claimToken };
+    const { run } = await runs.openRun(fence, BUDGET);
+    const begin = await statementsOf(() => runs.beginStep(fence, { runId: run.id, kind: 'action', tool: 'echo', args: {} }));
+    expect(begin[0]).toMatch(/^BEGIN; .*SELECT id, state, claim_token FROM tasks WHERE id = \d+ FOR UPDATE$/);
+    expect(begin.length).toBeLessThanOrEqual(5);
+    // The fence still refuses a stale claim, from the row the opening locked.
+    expect(await codeOf(runs.beginStep({ ...fence, claimToken: 'not-the-token' }, { runId: run.id, kind: 'action', tool: 'echo', args: {} }))).toBe('STALE_CLAIM');
+  });
+
+  it('a hostile task id never reaches the SQL text: only a safe positive integer is written into the opening', async () => {
+    expect(lockOpening(42, true)).toBe('SELECT * FROM tasks WHERE id = 42 FOR UPDATE');
+    for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 60, '1; DROP TABLE tasks' as unknown as number, '7' as unknown as number]) {
+      expect(lockOpening(bad, true)).toBeUndefined();
+    }
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    const { task: victim } = await tm.createTask({ title: 'victim' }, operator);
+    // Past the manager's schema (a library caller on the store itself): refused, nothing dropped.
+    const store = tm.store as PgTaskStore;
+    const input = { taskId: '1; DROP TABLE tasks' as unknown as number, to: 'cancelled', actor: operator } as TransitionInput;
+    await expect(store.transition(input)).rejects.toThrow();
+    expect((await tm.getTask(victim.id))?.state).toBe('pending');
+  });
+});
