@@ -70,6 +70,9 @@ export interface StoreInfo {
   };
 }
 
+/** What a watcher waits for (TaskStore.watch). */
+export type WatchTopic = 'all' | 'work';
+
 export interface TaskStore {
   /** What this store is and can do. */
   info(): Promise<StoreInfo>;
@@ -95,7 +98,13 @@ export interface TaskStore {
   /**
    * Calls `onChange` soon after any connection (any process) commits. May call it
    * spuriously; callers read by cursor. Returns the unsubscribe function.
+   *
+   * `work`: the caller only claims, so only commits that can make a task claimable matter
+   * (a task created or moved back to pending, a dependency completed). A store may deliver
+   * those faster than the rest: on PostgreSQL they come by NOTIFY, and every other commit
+   * (a claim, a step) within the follow poll (`PgWatchOptions.followMs`), because a commit
+   * with NOTIFY serializes the server's commits. @defaultValue 'all'
    */
-  watch(onChange: () => void): () => void;
+  watch(onChange: () => void, topic?: WatchTopic): () => void;
   close(): Promise<void>;
 }

@@ -120,7 +120,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     woken = true;
     for (const w of [...waiters]) w();
   };
-  const unwatch = store.watch(wakeAll);
+  // Only what can make a task claimable: on PostgreSQL a claim or a step of another daemon sends no NOTIFY.
+  const unwatch = store.watch(wakeAll, 'work');
   /** Resolves on the next commit anywhere, a freed run slot, stop(), or after `ms`. */
   const nap = (ms: number) =>
     new Promise<void>((resolve) => {

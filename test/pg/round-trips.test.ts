@@ -11,7 +11,7 @@ import type { Budget, TransitionInput } from '../../src/engine/index.js';
 import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
-import { codeOf, freshManager, operator, system } from '../helpers.js';
+import { codeOf, freshManager, operator, system, waitFor } from '../helpers.js';
 
 /** The statements `fn` sent, in order. */
 async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
@@ -92,5 +92,52 @@ describe('round trips on PostgreSQL', () => {
     const input = { taskId: '1; DROP TABLE tasks' as unknown as number, to: 'cancelled', actor: operator } as TransitionInput;
     await expect(store.transition(input)).rejects.toThrow();
     expect((await tm.getTask(victim.id))?.state).toBe('pending');
+  });
+});
+
+describe('NOTIFY on PostgreSQL: only commits that may make a task claimable send one', () => {
+  const notifies = (statements: string[]) => statements.filter((s) => /NOTIFY taskloop_/.test(s)).length;
+
+  it('a create and a completion that frees a dependent notify; a claim and a completion that frees nothing do not', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    let first: { id: number } | undefined;
+    expect(notifies(await statementsOf(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator))))).toBe(1);
+    await tm.createTask({ title: 'after', dependsOn: [first!.id] }, operator);
+    await tm.createTask({ title: 'alone' }, operator);
+    const claimed: Array<{ id: number; claimToken: string }> = [];
+    expect(notifies(await statementsOf(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!)))).toBe(0);
+    expect(notifies(await statementsOf(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!)))).toBe(0);
+    const [freeing, lonely] = claimed[0]!.id === first!.id ? [claimed[0]!, claimed[1]!] : [claimed[1]!, claimed[0]!];
+    const complete = (t: { id: number; claimToken: string }) => () =>
+      tm.transitionTask({ taskId: t.id, to: 'review', actor: agent, claimToken: t.claimToken, then: [{ to: 'completed', actor: system }] });
+    expect(notifies(await statementsOf(complete(lonely)))).toBe(0);
+    expect(notifies(await statementsOf(complete(freeing)))).toBe(1);
+    // A release back to pending notifies too (its claimer gave it up: someone else may take it).
+    const { task: third } = await tm.createTask({ title: 'third' }, operator);
+    const c = (await tm.claimTask({ agent: agent.id, taskId: third.id }))!;
+    expect(notifies(await statementsOf(() => tm.transitionTask({ taskId: c.id, to: 'pending', actor: agent, claimToken: c.claimToken })))).toBe(1);
+  });
+
+  it('a follower of every commit still sees a claim made on another connection (the follow poll), a claimer is woken by a create', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    const other = freshManager({ path: tm.path });
+    onTestFinished(() => other.close());
+    await tm.createTask({ title: 'to claim' }, operator);
+    let all = 0;
+    let work = 0;
+    const offAll = tm.store.watch(() => all++);
+    const offWork = tm.store.watch(() => work++, 'work');
+    onTestFinished(() => {
+      offAll();
+      offWork();
+    });
+    await new Promise((r) => setTimeout(r, 300));
+    const [all0, work0] = [all, work];
+    expect(await other.claimTask({ agent: agent.id })).not.toBeNull();
+    await waitFor(() => all > all0, 3000);
+    await other.createTask({ title: 'new work' }, operator);
+    await waitFor(() => work > work0, 3000);
   });
 });

@@ -88,7 +88,12 @@ export interface PgConnection {
    * `opening`, SQL without parameters (the caller's own text, never input), runs in the
    * transaction's first round trip with BEGIN; its rows are `body`'s `opened`.
    */
-  tx<T>(what: string, body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>, notify?: (value: T) => boolean, opening?: string): Promise<T>;
+  tx<T>(
+    what: string,
+    body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>,
+    notify?: (value: T, q: Query) => boolean,
+    opening?: string,
+  ): Promise<T>;
   /** The clock the store runs on: the database's, unless a test pinned one. */
   now(): Promise<number>;
   /** A client outside the pool (the LISTEN connection), not connected yet. */
@@ -135,7 +140,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
   async function tx<T>(
     what: string,
     body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>,
-    notify?: (value: T) => boolean,
+    notify?: (value: T, q: Query) => boolean,
     opening?: string,
   ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -151,7 +156,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         const now = fixed?.() ?? (begun[1]!.rows[0] as { now: number }).now;
         const q: Query = async (text, params) => (await client.query(text, params as unknown[])).rows;
         const value = await body(q, now, opening === undefined ? [] : begun[2]!.rows);
-        await client.query(notify?.(value) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT');
+        await client.query(notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT');
         return value;
       } catch (err) {
         broken = err;

@@ -81,6 +81,8 @@ export async function appendEvents(q: Query, events: TaskEvent[]): Promise<void>
 export interface Write {
   sql: string;
   params: unknown[];
+  /** Count the rows it wrote (the statement gets `RETURNING 1`). */
+  counted?: boolean;
 }
 
 /**
@@ -89,38 +91,50 @@ export interface Write {
  * rows (a statement's data-modifying parts all see one snapshot) and their text is ours:
  * each `$n` is renumbered.
  */
-export async function writeWithEvents(q: Query, writes: Write[]): Promise<void> {
+export async function writeWithEvents(q: Query, writes: Write[]): Promise<number[]> {
   const events = deferred.get(q);
   if (events === undefined || events.length === 0 || events.length > 1000) {
     if (events !== undefined) await flushEvents(q);
-    for (const w of writes) await q(w.sql, w.params);
-    return;
+    const counts: number[] = [];
+    for (const w of writes) counts.push((await q(w.counted === true ? `${w.sql} RETURNING 1` : w.sql, w.params)).length);
+    return counts;
   }
   deferred.set(q, []);
-  await insertEvents(q, events, writes);
+  return insertEvents(q, events, writes);
 }
 
-async function insertEvents(q: Query, events: TaskEvent[], writes: Write[] = []): Promise<void> {
+/** Inserts `events` (and `writes`, in the same statement); the rows each counted write wrote. */
+async function insertEvents(q: Query, events: TaskEvent[], writes: Write[] = []): Promise<number[]> {
   const values: string[] = [];
   const params: unknown[] = [];
   const ctes = writes.map((w, i) => {
     const from = params.length;
     params.push(...w.params);
-    return `w${i} AS (${w.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + from}`)})`;
+    const sql = w.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + from}`);
+    return `w${i} AS (${sql}${w.counted === true ? ' RETURNING 1' : ''})`;
   });
+  const counts = writes.map((w, i) => (w.counted === true ? `, (SELECT count(*) FROM w${i}) AS n${i}` : '')).join('');
   for (const e of events) {
     const n = params.length;
     values.push(`($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6})`);
     params.push(e.taskId, e.type, e.actor, e.actorRole, JSON.stringify(e.data), e.createdAt);
   }
-  const rows = await q<{ id: number }>(
-    `${ctes.length > 0 ? `WITH ${ctes.join(', ')} ` : ''}INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id`,
+  const rows = await q<{ id: number } & Record<string, number>>(
+    `${ctes.length > 0 ? `WITH ${ctes.join(', ')} ` : ''}INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id${counts}`,
     params,
   );
   // Ids are taken row by row, in order: the ascending ids are the events' in order.
   const ids = rows.map((r) => r.id).sort((a, b) => a - b);
   events.forEach((e, i) => (e.id = ids[i]!));
+  return writes.map((w, i) => (w.counted === true ? Number(rows[0]?.[`n${i}`] ?? 0) : 0));
 }
+
+// Transactions that may have made a task claimable without a move to pending (a completed
+// dependency): their commit wakes the claimers (task-store.ts wakesClaimers).
+const freedWork = new WeakSet<Query>();
+
+/** Whether `q`'s transaction released dependents (see freedWork). */
+export const releasedDependents = (q: Query): boolean => freedWork.has(q);
 
 /** One event outside a task's own moves (run.*, breaker.* …), written now. */
 export async function appendEvent(q: Query, taskId: number | null, type: string, actor: Actor, data: Record<string, unknown>, at: number): Promise<TaskEvent> {
@@ -143,9 +157,10 @@ export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], n
   ];
   // Other rows than the task's own: a task never depends on itself (creation refuses it).
   if (row.state === 'completed') {
-    writes.push({ sql: 'UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', params: [row.id] });
+    writes.push({ sql: 'UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', params: [row.id], counted: true });
   }
-  await writeWithEvents(q, writes);
+  const [, dependents] = await writeWithEvents(q, writes);
+  if ((dependents ?? 0) > 0) freedWork.add(q);
   if (row.state !== 'completed' && isTerminal(row.state)) {
     await closeOpenRun(q, row, now, events);
     // A dependency that can never complete: its dependents can never run, so they are

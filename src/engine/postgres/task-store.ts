@@ -15,7 +15,7 @@ import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
 import { createPgWatcher } from './watch.js';
-import { deferEvents, flushEvents, lockOpening, primeLock } from './moves.js';
+import { deferEvents, flushEvents, lockOpening, primeLock, releasedDependents } from './moves.js';
 import type { Query } from './connection.js';
 
 /** The task a write locks first (PgTaskStore.write). */
@@ -23,6 +23,16 @@ export interface TaskLock {
   taskId: number;
   /** The whole row (a move), or only its claim (a step's fence). */
   whole: boolean;
+}
+
+/**
+ * Whether a commit sends NOTIFY: only when it may have made a task claimable (created, moved
+ * back to pending, its last dependency completed). A claim, a step or a completion with no
+ * dependents sends none: NOTIFY serializes commits server-wide (watch.ts), and followers of
+ * the log see those commits by the follow poll.
+ */
+export function wakesClaimers(events: TaskEvent[], q: Query): boolean {
+  return releasedDependents(q) || events.some((e) => (e.data as { to?: unknown }).to === 'pending');
 }
 
 /** A write that moves task `taskId` locks its whole row first; none when there is no id. */
@@ -82,7 +92,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         await flushEvents(q);
         return value;
       },
-      () => events.length > 0,
+      (_, q) => wakesClaimers(events, q),
       opening,
     );
     return { value, events };
@@ -127,7 +137,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
     findTasks: (query) => read(() => reads.findTasks(query)),
     readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),
     stats: () => read(() => reads.stats()),
-    watch: (onChange) => watcher.subscribe(onChange),
+    watch: (onChange, topic) => watcher.subscribe(onChange, topic),
     watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
     close: async () => {
       watcher.close();

@@ -1,21 +1,29 @@
 /**
- * Change notifications on PostgreSQL: one LISTEN connection per store, opened with the first
- * subscriber and closed a second after the last one leaves. Writers send `NOTIFY` with their
- * commit (no payload: subscribers read by cursor). A burst of commits wakes subscribers once:
- * notifications that arrive together are delivered in one call on the next tick.
+ * Change notifications on PostgreSQL: one LISTEN connection per store, kept while anyone
+ * subscribes (and a second after). Two kinds of wait, because a commit that sends NOTIFY
+ * takes a server-wide lock to queue it, which serializes commits and defeats group commit
+ * (bench:pg: the bare floor with NOTIFY on each commit drains at 0.59x the floor):
+ * - `work` (claimers): woken by the NOTIFY a writer sends only when its commit may have made
+ *   a task claimable (task-store.ts `wakesClaimers`), no payload; a burst wakes them once.
+ * - `all` (followers of the log, waiters for an outcome): woken by those NOTIFYs and by a
+ *   poll of the event sequence every `followMs` while they are subscribed, so a claim or a
+ *   step is seen within it without costing every writer a NOTIFY.
+ * - `controls` (runs): their own channel, sent with each stop, pause or resume.
  *
- * Beside it a poll, for what LISTEN cannot promise: the connection drops (it reconnects, and
- * the poll covers the gap), and a pooler in transaction mode (`wakeups=poll`, PgBouncer).
- * And a horizon that waits for writers to end (reads.ts) wakes subscribers again soon after,
- * so an event behind a transaction that rolled back (and sent no NOTIFY) is still read.
+ * Beside them the slow poll (every `pollMs`), for what LISTEN cannot promise: the connection
+ * drops (it reconnects, and the poll covers the gap), and a pooler in transaction mode
+ * (`wakeups=poll`, PgBouncer), where it is all there is. And a horizon that waits for writers
+ * to end (reads.ts) wakes `all` again soon after, so an event behind a transaction that
+ * rolled back is still read.
  */
 import type pg from 'pg';
 import type { PgConnection } from './connection.js';
 import type { Horizon } from './reads.js';
 
+export type PgWatchTopic = 'all' | 'work' | 'controls';
+
 export interface PgWatcher {
-  /** `controls`: only after a stop, pause or resume is committed (channel `<channel>_controls`). */
-  subscribe(onChange: () => void, topic?: 'all' | 'controls'): () => void;
+  subscribe(onChange: () => void, topic?: PgWatchTopic): () => void;
   close(): void;
 }
 
@@ -23,65 +31,74 @@ export interface PgWatcher {
 export const NOTIFY_CONTROLS = "SELECT pg_notify('taskloop_' || current_schema() || '_controls', '')";
 
 export interface PgWatchOptions {
-  /** The poll's interval: every change is seen within it even without LISTEN. @defaultValue 1000 with LISTEN, 50 without */
+  /** The slow poll's interval: every change is seen within it even without LISTEN. @defaultValue 1000 with LISTEN, 50 without */
   pollMs?: number;
+  /** How soon a follower (`all`) sees a commit that sent no NOTIFY. @defaultValue 100, at most pollMs */
+  followMs?: number;
   log?: (line: string) => void;
 }
 
 const LINGER_MS = 1000;
 
+/** Subscribers of one topic, each called once per tick however many wake-ups came. */
+function fanout(): { set: Set<() => void>; fire: () => void } {
+  const set = new Set<() => void>();
+  let queued = false;
+  return {
+    set,
+    fire() {
+      if (queued) return;
+      queued = true;
+      setImmediate(() => {
+        queued = false;
+        for (const s of [...set]) s();
+      });
+    },
+  };
+}
+
 export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWatchOptions = {}): PgWatcher {
   const listen = conn.location.wakeups === 'listen';
   const pollMs = opts.pollMs ?? (listen ? 1000 : 50);
-  const subscribers = new Set<() => void>();
-  // Runs watch their controls only: a commit of someone else's step must not make every run
-  // of every thread read the controls again (a round trip each, on every commit).
-  const controlSubscribers = new Set<() => void>();
+  const followMs = Math.min(opts.followMs ?? 100, pollMs);
+  const topics: Record<PgWatchTopic, ReturnType<typeof fanout>> = { all: fanout(), work: fanout(), controls: fanout() };
+  const size = () => topics.all.set.size + topics.work.set.size + topics.controls.set.size;
   const controlsChannel = `${conn.channel}_controls`;
-  let controlsQueued = false;
-  const fireControls = (): void => {
-    if (controlsQueued) return;
-    controlsQueued = true;
-    setImmediate(() => {
-      controlsQueued = false;
-      for (const s of [...controlSubscribers]) s();
-    });
+  const fireWork = () => {
+    topics.work.fire();
+    topics.all.fire();
   };
-  const size = () => subscribers.size + controlSubscribers.size;
   let client: pg.Client | undefined;
   let connecting: Promise<void> | undefined;
-  let poll: NodeJS.Timeout | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  let running = false; // the poll runs (someone subscribed, or did within LINGER_MS)
   let linger: NodeJS.Timeout | undefined;
-  let queued = false;
-  let lastSeq: number | undefined;
+  let followSeq: number | undefined; // the sequence as the followers last saw it
+  let slowSeq: number | undefined; // … and as the slow poll did
+  let slowAt = 0;
   let closed = false;
   // While the horizon waits for writers to end, look again soon: 5 ms, doubling to 500 ms.
   let settle: NodeJS.Timeout | undefined;
   let settleDelay = 5;
   horizon.onUnsettled = () => {
-    if (settle !== undefined || closed || subscribers.size === 0) return;
+    if (settle !== undefined || closed || topics.all.set.size === 0) return;
     settle = setTimeout(() => {
       settle = undefined;
       settleDelay = horizon.unsettled ? Math.min(500, settleDelay * 2) : 5;
-      fire();
+      topics.all.fire();
     }, settleDelay);
     settle.unref();
-  };
-
-  const fire = (): void => {
-    if (queued) return;
-    queued = true;
-    setImmediate(() => {
-      queued = false;
-      for (const s of [...subscribers]) s();
-    });
   };
 
   function openListener(): void {
     if (!listen || client !== undefined || connecting !== undefined || closed) return;
     connecting = (async () => {
       const c = await conn.dedicated();
-      c.on('notification', (n) => (n.channel === controlsChannel ? fireControls() : fire()));
+      c.on('notification', (n) => {
+        if (n.channel !== controlsChannel) return fireWork();
+        topics.controls.fire();
+        topics.all.fire(); // a control change is a commit too
+      });
       c.on('error', () => {
         // Dropped: the poll covers the gap; a new connection is opened at the next poll.
         if (client === c) client = undefined;
@@ -98,10 +115,10 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       // Kept while the watcher runs (its poll), subscribers or not: a caller that subscribes
       // anew for each wait (a tail, a claimer) has none at some instants, and closing then
       // left it to the poll's second (pickup p50 was 988 ms with one consumer).
-      if (closed || poll === undefined) return void c.end().catch(() => undefined);
+      if (closed || !running) return void c.end().catch(() => undefined);
       client = c;
-      fire(); // anything committed while the listener was not there yet
-      fireControls();
+      fireWork(); // anything committed while the listener was not there yet
+      topics.controls.fire();
     })()
       .catch(() => undefined)
       .finally(() => (connecting = undefined));
@@ -111,17 +128,42 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
     try {
       const [row] = await conn.query<{ v: number }>('SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS v FROM task_events_id_seq');
       const v = row?.v ?? 0;
-      // Without LISTEN (or while it reconnects) the poll is all there is: every control
-      // change writes an event, so a moved sequence wakes the control watchers too.
-      if (lastSeq !== undefined && v !== lastSeq) {
-        fire();
-        if (client === undefined) fireControls();
+      if (followSeq !== undefined && v !== followSeq) topics.all.fire();
+      followSeq = v;
+      // The slow poll: claimers too, and without LISTEN (or while it reconnects) everyone,
+      // controls included (every control change writes an event, so it moves the sequence).
+      const slow = client === undefined || Date.now() - slowAt >= pollMs;
+      if (slow) {
+        if (slowSeq !== undefined && v !== slowSeq) {
+          topics.work.fire();
+          if (client === undefined) topics.controls.fire();
+        }
+        slowSeq = v;
+        slowAt = Date.now();
       }
-      lastSeq = v;
     } catch {
       // The server is away: the next tick tries again; writes meet the fault themselves.
     }
     openListener();
+  }
+
+  // One tick at a time, every followMs while followers wait, else every pollMs.
+  let ticking = false;
+  function schedule(): void {
+    if (!running || ticking) return;
+    if (timer !== undefined) clearTimeout(timer);
+    timer = setTimeout(
+      () => {
+        timer = undefined;
+        ticking = true;
+        void tick().finally(() => {
+          ticking = false;
+          schedule();
+        });
+      },
+      topics.all.set.size > 0 ? followMs : pollMs,
+    );
+    timer.unref();
   }
 
   function start(): void {
@@ -129,17 +171,25 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       clearTimeout(linger);
       linger = undefined;
     }
-    if (poll !== undefined) return;
-    poll = setInterval(() => void tick(), pollMs);
-    poll.unref();
-    void tick();
+    if (!running) {
+      running = true;
+      ticking = true;
+      void tick().finally(() => {
+        ticking = false;
+        schedule();
+      });
+    } else if (topics.all.set.size === 1) {
+      schedule(); // a follower arriving while the slow poll sleeps: look at followMs from now
+    }
   }
 
   function stop(): void {
+    running = false;
     if (settle !== undefined) clearTimeout(settle);
     settle = undefined;
-    if (poll !== undefined) clearInterval(poll);
-    poll = undefined;
+    if (timer !== undefined) clearTimeout(timer);
+    timer = undefined;
+    followSeq = slowSeq = undefined;
     const c = client;
     client = undefined;
     if (c !== undefined) c.end().catch(() => undefined);
@@ -147,7 +197,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
 
   return {
     subscribe(onChange, topic = 'all') {
-      const set = topic === 'controls' ? controlSubscribers : subscribers;
+      const set = topics[topic].set;
       set.add(onChange);
       start();
       return () => {
@@ -164,8 +214,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       closed = true;
       if (linger !== undefined) clearTimeout(linger);
       linger = undefined;
-      subscribers.clear();
-      controlSubscribers.clear();
+      for (const t of Object.values(topics)) t.set.clear();
       stop();
     },
   };
