@@ -8,8 +8,8 @@
  * its own fresh schema. Knobs (environment): BENCH_N (jobs per drain, 20000), BENCH_PROCS
  * (4), BENCH_LOOPS (async loops per process, 4), BENCH_PICKUP (timed pickups, 1000),
  * BENCH_GAP_MS (5), BENCH_SAMPLES (timed claims per backlog, 5000), BENCH_WARMUP (500),
- * BENCH_SMALL (1000), BENCH_BIG (1000000), BENCH_ONLY (a comma list of drain, pickup,
- * latency: the parts to run; all by default), and two diagnostics of the embedded server:
+ * BENCH_SMALL (1000), BENCH_BIG (1000000), BENCH_ROUNDS (kills in the recovery part, 5),
+ * BENCH_ONLY (a comma list of drain, pickup, latency, recovery: the parts to run; all by default), and two diagnostics of the embedded server:
  * BENCH_SYNC_COMMIT (its synchronous_commit, e.g. off; fsync stays on) and BENCH_STATEMENTS=1
  * (pg_stat_statements: the drains' top statements are printed). Results go to stdout,
  * progress to stderr.
@@ -19,6 +19,7 @@ import { availableParallelism, loadavg, totalmem } from 'node:os';
 import { benchDrain } from './lib/pg-drain.mjs';
 import { benchClaimLatency } from './lib/pg-latency.mjs';
 import { benchPickup } from './lib/pg-pickup.mjs';
+import { benchRecovery } from './lib/pg-recovery.mjs';
 import { dropSchemas, serverSettings, startServer } from './lib/pg-server.mjs';
 import { countRoundTrips } from './lib/pg-trips.mjs';
 import { report } from './lib/pg-report.mjs';
@@ -38,7 +39,8 @@ const SAMPLES = env('BENCH_SAMPLES', 5_000);
 const WARMUP = env('BENCH_WARMUP', 500);
 const SMALL = env('BENCH_SMALL', 1_000);
 const BIG = env('BENCH_BIG', 1_000_000);
-const PARTS = ['drain', 'pickup', 'latency'];
+const ROUNDS = env('BENCH_ROUNDS', 5);
+const PARTS = ['drain', 'pickup', 'latency', 'recovery'];
 const ONLY = new Set((process.env.BENCH_ONLY ?? PARTS.join(',')).split(',').map((x) => x.trim()));
 for (const part of ONLY) if (!PARTS.includes(part)) throw new Error(`BENCH_ONLY: '${part}' is not one of ${PARTS.join(', ')}`);
 
@@ -96,6 +98,8 @@ try {
   }
   const latency = `claim latency, ${fmtInt(SMALL)} and ${fmtInt(BIG)} pending, interleaved`;
   if (ONLY.has('latency')) await scenario('lat', latency, ['bench_lat_small', 'bench_lat_big'], (a, b) => benchClaimLatency(server.url, [a, b], [SMALL, BIG], SAMPLES, WARMUP));
+  const rounds = Array.from({ length: ROUNDS }, (_, i) => `bench_recovery_${i + 1}`);
+  if (ONLY.has('recovery')) await scenario('recovery', `recovery of a killed daemon's run, ${ROUNDS} rounds`, rounds, (...s) => benchRecovery(server.url, s));
 } catch (err) {
   // What finished is still reported (a long run should not be lost to its last part).
   failure = err instanceof Error ? err.message : String(err);

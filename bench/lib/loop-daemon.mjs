@@ -29,11 +29,12 @@ export async function waitFor(probe, timeoutMs, what, everyMs = 10) {
   }
 }
 
-/** Starts a daemon and resolves once its stderr says it started. */
-export async function startDaemonProcess(db, workers, extra = []) {
+/** Starts a daemon and resolves once its stderr says it started; `env` is added to ours. */
+export async function startDaemonProcess(db, workers, extra = [], env = {}) {
   const child = spawn(process.execPath, [BIN, '--db', db, 'daemon', '--workers', String(workers), '--tools', LOOP_TOOLS, ...extra], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, ...env },
   });
   live.add(child);
   const lines = [];

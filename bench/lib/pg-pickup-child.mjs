@@ -77,7 +77,7 @@ if (config.role === 'consumer') {
     }
   };
   await manager.store.ready;
-  manager.store.watch(() => void wake());
+  manager.store.watch(() => void wake(), 'work');
   handlers.report = async () => {
     await Promise.all([...completing]);
     process.send({ type: 'done', samples, claims, empty });

@@ -96,6 +96,15 @@ function latencies(r, { SMALL, BIG }, out, ratios) {
   ratios.push([`claim p99 @${fmtInt(BIG)} / p99 @${fmtInt(SMALL)}`, fmtNum(p99Ratio, 2), '<= 1.5', verdict(p99Ratio <= 1.5)]);
 }
 
+function recoveries(r, out, ratios) {
+  const x = r.recovery;
+  out.push(`recovery in ms: SIGKILL of the daemon on host-victim mid-wait → run.resumed by the daemon on host-peer (--dead-after default 4 s); ${x.rounds} rounds`);
+  out.push(`  each round: ${x.samples.map((s) => `${fmtInt(s.ms)}${s.claimMs === undefined ? '' : ` (reclaim → resumed ${fmtInt(s.claimMs)})`}`).join(', ')}`);
+  out.push(`  min ${fmtInt(x.min)}, p50 ${fmtInt(x.p50)}, max ${fmtInt(x.max)}`);
+  out.push('');
+  ratios.push(['recovery max ms (killed daemon → resumed on another host)', fmtInt(x.max), '<= 5000', verdict(x.max <= 5000)]);
+}
+
 /** The report's lines (the caller adds the wall time). */
 export function report(r, ctx) {
   const s = ctx.settings ?? {};
@@ -123,6 +132,7 @@ export function report(r, ctx) {
   if (has([1, ctx.PROCS].flatMap((p) => sides.map((s) => `${s}:${p}`)))) drains(r, ctx, out, ratios);
   if (has(['pickup:1', 'pickup:2'])) pickups(r, ctx, out, ratios);
   if (has(['lat'])) latencies(r, ctx, out, ratios);
+  if (has(['recovery'])) recoveries(r, out, ratios);
   if (ctx.failure !== undefined) out.push(`FAILED: ${ctx.failure}; the parts above are complete, the rest did not run`, '');
   out.push(table(['ratio', 'value', 'target', 'verdict'], ratios));
   out.push('');

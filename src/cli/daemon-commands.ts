@@ -35,7 +35,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .option('--grace <duration>', 'how long in-flight steps may take to finish at shutdown (default 10s)')
     .option('--retain <duration>', 'compact the steps and events of tasks finished longer ago than this (default: keep all)')
     .option('--sweep <cron>', 'when to run the stale sweep (default every 5 seconds: */5 * * * * *)')
-    .option('--dead-after <duration>', 'on PostgreSQL: a daemon silent this long is taken for dead and its runs resume elsewhere (default 5s)')
+    .option('--dead-after <duration>', 'on PostgreSQL: a daemon silent this long is taken for dead and its runs resume elsewhere (default 4s)')
     .option('--http <port>', 'also serve the HTTP API on 127.0.0.1:PORT in this process (0 picks a port), with the same tools and plugins and the same tokens as serve')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {

@@ -51,7 +51,13 @@ export interface HolderOptions {
    * judge holders by their heartbeats, not their pids. @defaultValue false
    */
   multiHost?: boolean;
-  /** On a shared store, how long a holder may be silent before its peers take it for dead. @defaultValue 5000 */
+  /**
+   * On a shared store, how long a holder may be silent before its peers take it for dead.
+   * 4 s: a killed daemon's runs resume elsewhere within 5 s (the silence, less the time since
+   * its last beat, plus a peer's 250 ms check; `npm run bench:pg` measures it), and a holder
+   * whose event loop stalls for over 2.6 s (beats every 1.3 s) is taken for dead, and registers
+   * again at its next beat. @defaultValue 4000
+   */
   silentMs?: number;
 }
 
@@ -77,7 +83,7 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
   const id = `${host}-${process.pid}-${randomBytes(3).toString('hex')}`;
   const row = { id, host, pid: process.pid, agent: opts.agent, threads: opts.threads };
   await opts.runs.registerDaemon(row);
-  const silentMs = opts.silentMs ?? 5000;
+  const silentMs = opts.silentMs ?? 4000;
   const slots = new Set<string>();
   let next = 0;
   // A third of the lease, so two beats may fail before a lease runs out; never more often

@@ -86,7 +86,7 @@ describe('daemons on several hosts, one PostgreSQL server', () => {
     victim.child.kill('SIGKILL');
     await victim.exited;
     const killedAt = Date.now();
-    // Found by silence (the default --dead-after of 5 s), not by a lease (30 s): resumed elsewhere.
+    // Found by silence (the default --dead-after of 4 s), not by a lease (30 s): resumed elsewhere.
     await waitFor(async () => (await sql(tm.path, "SELECT 1 FROM task_events WHERE type = 'run.resumed'")).length > 0, 20_000, 'a run resumed on another host');
     const resumedAfter = Date.now() - killedAt;
     expect(resumedAfter).toBeLessThan(12_000);
