@@ -58,6 +58,9 @@ export function deferEvents(q: Query): void {
   deferred.set(q, []);
 }
 
+/** Whether `q`'s transaction holds back events not written yet (their ids would come later). */
+export const holdsEvents = (q: Query): boolean => (deferred.get(q)?.length ?? 0) > 0;
+
 /** Writes the events `q`'s transaction appended, in order, and sets their ids. */
 export async function flushEvents(q: Query): Promise<void> {
   const events = deferred.get(q);

@@ -13,7 +13,7 @@ import { EngineError } from '../errors.js';
 import { type TaskRow, checkFence, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Query } from './connection.js';
-import { appendEvents, commitMoves, lockTask, reclaimTask } from './moves.js';
+import { appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
 
 type Row = TaskRow & Record<string, unknown>;
 
@@ -39,7 +39,9 @@ const valuesOf = (input: BatchTaskInput, creator: Actor, now: number, depList: n
   JSON.stringify(input.card ?? {}),
 ];
 
-const createdEvent = (task: Task, creator: Actor, now: number): TaskEvent => ({
+type Created = Pick<Task, 'id' | 'title' | 'priority' | 'queue' | 'dependsOn' | 'runAfter'>;
+
+const createdEvent = (task: Created, creator: Actor, now: number): TaskEvent => ({
   id: 0,
   taskId: task.id,
   type: 'task.created',
@@ -107,12 +109,29 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
         if (states.get(dep) !== 'completed') unmet++;
       }
     }
-    const inserted = await q<Row>(
-      `INSERT INTO tasks (${INSERT_COLUMNS})
+    // The row and its event in one statement: everything the event says is known before the
+    // insert but the id (the event is written only if the row is, so a key taken meanwhile
+    // writes neither). Events the transaction holds back must keep their lower ids: then the
+    // event waits for the commit like theirs.
+    const values = valuesOf(input, creator, now, depList, key, key === null ? null : scope, unmet);
+    const created = createdEvent(
+      { id: 0, title: input.title, priority: input.priority ?? 0, queue: input.queue ?? DEFAULT_QUEUE, dependsOn: depList, runAfter: input.runAfter ?? now },
+      creator,
+      now,
+    );
+    const together = !holdsEvents(q);
+    const inserted = await q<Row & { event_id: number | null }>(
+      `WITH t AS (INSERT INTO tasks (${INSERT_COLUMNS})
        VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
        ON CONFLICT (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-       RETURNING *`,
-      valuesOf(input, creator, now, depList, key, key === null ? null : scope, unmet),
+       RETURNING *)${
+         together
+           ? `, e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
+       SELECT t.id, $16, $17, $18, $19, $14 FROM t RETURNING id)
+       SELECT t.*, (SELECT id FROM e) AS event_id FROM t`
+           : ' SELECT t.*, NULL::bigint AS event_id FROM t'
+       }`,
+      together ? [...values, created.type, created.actor, created.actorRole, JSON.stringify(created.data)] : values,
     );
     const row = inserted[0];
     if (row === undefined) {
@@ -125,9 +144,11 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
     }
     if (input.ref !== undefined) idByRef.set(input.ref, row.id);
     if (depList.length > 0) pendingDeps.push({ id: row.id, deps: depList });
-    const task = toTask(row);
-    const created = createdEvent(task, creator, now);
-    await appendEvents(q, [created]);
+    const { event_id: eventId, ...taskRow } = row;
+    const task = toTask(taskRow as Row);
+    created.taskId = task.id;
+    if (together) created.id = eventId!;
+    else await appendEvents(q, [created]);
     events.push(created);
     resultAt.set(input, { task, created: true });
   }
