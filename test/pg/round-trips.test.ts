@@ -18,7 +18,8 @@ async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
   const calls: string[] = [];
   const original = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: pg.Client, text: unknown, ...rest: unknown[]) {
-    calls.push(typeof text === 'string' ? text : String((text as { text?: string })?.text));
+    const named = typeof text === 'object' && text !== null && typeof (text as { name?: unknown }).name === 'string';
+    calls.push(`${named ? 'named: ' : ''}${typeof text === 'string' ? text : String((text as { text?: string })?.text)}`);
     return (original as (...a: unknown[]) => unknown).call(this, text, ...rest);
   } as typeof original;
   try {
@@ -51,7 +52,7 @@ describe('round trips on PostgreSQL', () => {
       tm.transitionTask({ taskId: claimed!.id, to: 'review', actor: agent, claimToken: claimed!.claimToken, then: [{ to: 'completed', actor: system }] }),
     );
     expect(move).toHaveLength(3);
-    expect(move[0]).toMatch(/^BEGIN; .*FOR UPDATE$/);
+    expect(move[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+\)$/);
     expect(move[2]).toMatch(/COMMIT$/);
 
     // What the one statement wrote: the task, its dependent (now claimable), both events in order.
@@ -73,14 +74,31 @@ describe('round trips on PostgreSQL', () => {
     const fence = { taskId: task!.id, agent: agent.id, claimToken: task!.claimToken };
     const { run } = await runs.openRun(fence, BUDGET);
     const begin = await statementsOf(() => runs.beginStep(fence, { runId: run.id, kind: 'action', tool: 'echo', args: {} }));
-    expect(begin[0]).toMatch(/^BEGIN; .*SELECT id, state, claim_token FROM tasks WHERE id = \d+ FOR UPDATE$/);
+    expect(begin[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_claim\(\d+\)$/);
     expect(begin.length).toBeLessThanOrEqual(5);
     // The fence still refuses a stale claim, from the row the opening locked.
     expect(await codeOf(runs.beginStep({ ...fence, claimToken: 'not-the-token' }, { runId: run.id, kind: 'action', tool: 'echo', args: {} }))).toBe('STALE_CLAIM');
   });
 
+  it('statements are prepared once per connection by name; behind a pooler in transaction mode (wakeups=poll) none is', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    await tm.createTask({ title: 'one' }, operator);
+    const named = await statementsOf(() => tm.claimTask({ agent: agent.id, start: true }));
+    expect(named.filter((s) => s.startsWith('named: ')).length).toBeGreaterThanOrEqual(2); // the pick, the write
+
+    const pooled = freshManager({ path: `${tm.path}&wakeups=poll` });
+    onTestFinished(() => pooled.close());
+    const { task } = await pooled.createTask({ title: 'two' }, operator);
+    const claimed = (await pooled.claimTask({ agent: agent.id, taskId: task.id }))!;
+    const move = await statementsOf(() => pooled.transitionTask({ taskId: claimed.id, to: 'pending', actor: agent, claimToken: claimed.claimToken }));
+    expect(move.some((s) => s.startsWith('named: ') || /PREPARE|EXECUTE/.test(s))).toBe(false);
+    expect(move[0]).toMatch(new RegExp(`^BEGIN; SELECT .*; SELECT \\* FROM tasks WHERE id = ${task.id} FOR UPDATE$`));
+    expect((await pooled.getTask(task.id)).state).toBe('pending');
+  });
+
   it('a hostile task id never reaches the SQL text: only a safe positive integer is written into the opening', async () => {
-    expect(lockOpening(42, true)).toBe('SELECT * FROM tasks WHERE id = 42 FOR UPDATE');
+    expect(lockOpening(42, true)).toEqual({ name: 'taskloop_lock_row', sql: 'SELECT * FROM tasks WHERE id = $1 FOR UPDATE', arg: 42 });
     for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 60, '1; DROP TABLE tasks' as unknown as number, '7' as unknown as number]) {
       expect(lockOpening(bad, true)).toBeUndefined();
     }

@@ -9,7 +9,7 @@ import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
 import { type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
-import type { Query } from './connection.js';
+import type { Opening, Query } from './connection.js';
 import { NOTIFY_CONTROLS } from './watch.js';
 
 const SYSTEM = systemActor('system');
@@ -17,11 +17,13 @@ const SYSTEM = systemActor('system');
 /**
  * A write that knows its task up front locks the row in the transaction's first round trip,
  * with BEGIN (PgTaskStore.write's `lock`): `whole` the row, or only its claim for a step's
- * fence (the card can be large). The id is a checked integer, the only value in the text.
+ * fence (the card can be large). None for an id that is not a safe positive integer.
  */
-export function lockOpening(id: number, whole: boolean): string | undefined {
+export function lockOpening(id: number, whole: boolean): Opening | undefined {
   if (!Number.isSafeInteger(id) || id < 1) return undefined;
-  return `SELECT ${whole ? '*' : 'id, state, claim_token'} FROM tasks WHERE id = ${id} FOR UPDATE`;
+  return whole
+    ? { name: 'taskloop_lock_row', sql: 'SELECT * FROM tasks WHERE id = $1 FOR UPDATE', arg: id }
+    : { name: 'taskloop_lock_claim', sql: 'SELECT id, state, claim_token FROM tasks WHERE id = $1 FOR UPDATE', arg: id };
 }
 
 // The row an opening locked, until the body first asks for it: a second ask reads again, and
