@@ -106,8 +106,12 @@ try {
     }
   }
   for (const consumers of ONLY.has('pickup') ? [1, 2] : []) {
-    const opts = { count: PICKUP, warm: 50, gapMs: GAP_MS, consumers };
-    await scenario(`pickup:${consumers}`, `pickup, ${consumers} consumer process(es)`, [`bench_pickup_${consumers}`], (s) => benchPickup(server.url, s, opts));
+    for (const floor of [false, true]) {
+      const opts = { count: PICKUP, warm: 50, gapMs: GAP_MS, consumers, floor };
+      const key = `pickup${floor ? '-floor' : ''}:${consumers}`;
+      const label = `${floor ? 'bare pg ' : ''}pickup, ${consumers} consumer process(es)`;
+      await scenario(key, label, [`bench_pickup${floor ? '_floor' : ''}_${consumers}`], (s) => benchPickup(server.url, s, opts));
+    }
   }
   const latency = `claim latency, ${fmtInt(SMALL)} and ${fmtInt(BIG)} pending, interleaved`;
   if (ONLY.has('latency')) await scenario('lat', latency, ['bench_lat_small', 'bench_lat_big'], (a, b) => benchClaimLatency(server.url, [a, b], [SMALL, BIG], SAMPLES, WARMUP));

@@ -59,9 +59,9 @@ function drains(r, { PROCS, LOOPS }, out, ratios) {
 }
 
 function pickups(r, { PICKUP, GAP_MS }, out, ratios) {
-  const keys = ['pickup:1', 'pickup:2'];
+  const keys = ['pickup:1', 'pickup:2', 'pickup-floor:1', 'pickup-floor:2'].filter((k) => r[k] !== undefined);
   const pick = (x) => [
-    `${x.consumers} consumer${x.consumers === 1 ? '' : 's'}`,
+    `${x.floor ? 'bare pg, ' : ''}${x.consumers} consumer${x.consumers === 1 ? '' : 's'}`,
     fmtInt(x.samples),
     ...[x.p50, x.p90, x.p99, x.max].map((v) => fmtNum(v, 2)),
     fmtInt(x.over2),
@@ -71,6 +71,7 @@ function pickups(r, { PICKUP, GAP_MS }, out, ratios) {
     pair(x.claimP50, x.claimP99),
   ];
   out.push(`pickup latency in ms: producer's createTask call → consumer's claim returned; ${fmtInt(PICKUP)} tasks ${GAP_MS} ms apart after 50 untimed`);
+  out.push("  bare pg: the same with an INSERT + pg_notify (1 statement) and a SKIP LOCKED claim (1 statement): pickup's floor on this server");
   out.push(
     table(
       ['consumers', 'tasks', 'p50', 'p90', 'p99', 'max', '> 2 ms', '> 10 ms', 'createTask returned → claimed p50 / p99', 'createTask p50 / p99', 'its claim call p50 / p99'],
@@ -80,12 +81,14 @@ function pickups(r, { PICKUP, GAP_MS }, out, ratios) {
   for (const k of keys) {
     const w = r[k].wal;
     const wal = w === undefined ? '' : `; WAL flushes ${fmtInt(w.syncs)} (${perFlush(w)} ms each)`;
-    out.push(`  ${r[k].consumers} consumer(s): ${r[k].perConsumer.join('; ')}${wal}; clock offset between processes ≤ ${fmtNum(r[k].maxOffsetMs, 3)} ms (ping RTT ≤ ${fmtNum(r[k].maxRttMs, 3)} ms)`);
+    out.push(`  ${r[k].floor ? 'bare pg, ' : ''}${r[k].consumers} consumer(s): ${r[k].perConsumer.join('; ')}${wal}; clock offset between processes ≤ ${fmtNum(r[k].maxOffsetMs, 3)} ms (ping RTT ≤ ${fmtNum(r[k].maxRttMs, 3)} ms)`);
   }
   out.push('');
-  for (const k of keys) {
+  for (const k of keys.filter((x) => !r[x].floor)) {
     ratios.push([`pickup p50 ms, ${r[k].consumers} consumer(s)`, fmtNum(r[k].p50, 2), '<= 2', verdict(r[k].p50 <= 2)]);
     ratios.push([`pickup p99 ms, ${r[k].consumers} consumer(s)`, fmtNum(r[k].p99, 2), '<= 10', verdict(r[k].p99 <= 10)]);
+    const floor = r[`pickup-floor:${r[k].consumers}`];
+    if (floor !== undefined) ratios.push([`pickup p50 / bare pg pickup p50, ${r[k].consumers} consumer(s)`, fmtNum(r[k].p50 / floor.p50, 2), '', '']);
   }
 }
 
