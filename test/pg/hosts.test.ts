@@ -86,10 +86,15 @@ describe('daemons on several hosts, one PostgreSQL server', () => {
     victim.child.kill('SIGKILL');
     await victim.exited;
     const killedAt = Date.now();
-    // Found by silence (the default --dead-after of 4 s), not by a lease (30 s): resumed elsewhere.
-    await waitFor(async () => (await sql(tm.path, "SELECT 1 FROM task_events WHERE type = 'run.resumed'")).length > 0, 20_000, 'a run resumed on another host');
+    // Found by silence (the default --dead-after of 4 s), not by a lease: the runs resume before
+    // the victim's 30 s leases could have run out. (How soon is bench:pg's recovery figure;
+    // a loaded machine must not fail this test on time alone.)
+    const lines = () => peers.flatMap((p, i) => p.lines.map((l) => `peer ${i}: ${l}`)).join('\n');
+    await waitFor(async () => (await sql(tm.path, "SELECT 1 FROM task_events WHERE type = 'run.resumed'")).length > 0, 60_000, `a run resumed on another host\n${lines()}`);
     const resumedAfter = Date.now() - killedAt;
-    expect(resumedAfter).toBeLessThan(12_000);
+    expect(resumedAfter).toBeLessThan(30_000);
+    const reclaims = await sql<{ data: string }>(tm.path, "SELECT data FROM task_events WHERE data LIKE '%sent no heartbeat%' LIMIT 1");
+    expect(reclaims).toHaveLength(1); // reclaimed for its silence, not for an expired lease
     await waitFor(async () => (await completedCount(tm)) === 40, 60_000, 'all 40 completed');
     expect(readFileSync(file, 'utf8').trim().split('\n').sort()).toEqual(ids.map((_, i) => `task-${i}`).sort());
     const runs = await sql<{ n: number }>(tm.path, 'SELECT count(*)::int AS n FROM runs GROUP BY task_id');

@@ -8,6 +8,7 @@
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Budget, TransitionInput } from '../../src/engine/index.js';
+import { literal } from '../../src/engine/postgres/connection.js';
 import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
@@ -34,7 +35,7 @@ const agent = { id: 'agent-1', role: 'agent' } as const;
 const BUDGET: Budget = { maxSteps: 20, maxFailures: 3, maxWriteCalls: null, maxPending: null, deadlineAt: null, maxTokens: 1000, maxCost: null };
 
 describe('round trips on PostgreSQL', () => {
-  it('a claim is 4 round trips and a move 3 (lock with BEGIN, one statement for row, dependents and events, commit)', async () => {
+  it('a claim is 3 round trips and a move 3 (lock or pick with BEGIN, one statement for row, dependents and events, commit)', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
     const { task: first } = await tm.createTask({ title: 'first' }, operator);
@@ -46,13 +47,14 @@ describe('round trips on PostgreSQL', () => {
       return tm.claimTask({ agent: agent.id, start: true });
     });
     const create = claims.findIndex((s) => /COMMIT/.test(s));
-    expect(claims.length - create - 1).toBe(4);
+    expect(claims.length - create - 1).toBe(3);
+    expect(claims[create + 1]).toMatch(/BEGIN; EXECUTE taskloop_pick\(/);
 
     const move = await statementsOf(() =>
       tm.transitionTask({ taskId: claimed!.id, to: 'review', actor: agent, claimToken: claimed!.claimToken, then: [{ to: 'completed', actor: system }] }),
     );
     expect(move).toHaveLength(3);
-    expect(move[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+\)$/);
+    expect(move[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+::bigint\)$/);
     expect(move[2]).toMatch(/COMMIT$/);
 
     // What the one statement wrote: the task, its dependent (now claimable), both events in order.
@@ -74,7 +76,7 @@ describe('round trips on PostgreSQL', () => {
     const fence = { taskId: task!.id, agent: agent.id, claimToken: task!.claimToken };
     const { run } = await runs.openRun(fence, BUDGET);
     const begin = await statementsOf(() => runs.beginStep(fence, { runId: run.id, kind: 'action', tool: 'echo', args: {} }));
-    expect(begin[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_claim\(\d+\)$/);
+    expect(begin[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_claim\(\d+::bigint\)$/);
     expect(begin.length).toBeLessThanOrEqual(5);
     // The fence still refuses a stale claim, from the row the opening locked.
     expect(await codeOf(runs.beginStep({ ...fence, claimToken: 'not-the-token' }, { runId: run.id, kind: 'action', tool: 'echo', args: {} }))).toBe('STALE_CLAIM');
@@ -85,7 +87,8 @@ describe('round trips on PostgreSQL', () => {
     onTestFinished(() => tm.close());
     await tm.createTask({ title: 'one' }, operator);
     const named = await statementsOf(() => tm.claimTask({ agent: agent.id, start: true }));
-    expect(named.filter((s) => s.startsWith('named: ')).length).toBeGreaterThanOrEqual(2); // the pick, the write
+    expect(named.filter((s) => s.startsWith('named: ')).length).toBe(1); // the write; the pick is EXECUTEd in the opening
+    expect(named[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_pick\(/s);
 
     const pooled = freshManager({ path: `${tm.path}&wakeups=poll` });
     onTestFinished(() => pooled.close());
@@ -93,12 +96,35 @@ describe('round trips on PostgreSQL', () => {
     const claimed = (await pooled.claimTask({ agent: agent.id, taskId: task.id }))!;
     const move = await statementsOf(() => pooled.transitionTask({ taskId: claimed.id, to: 'pending', actor: agent, claimToken: claimed.claimToken }));
     expect(move.some((s) => s.startsWith('named: ') || /PREPARE|EXECUTE/.test(s))).toBe(false);
-    expect(move[0]).toMatch(new RegExp(`^BEGIN; SELECT .*; SELECT \\* FROM tasks WHERE id = ${task.id} FOR UPDATE$`));
+    expect(move[0]).toMatch(new RegExp(`^BEGIN; SELECT .*; SELECT \\* FROM tasks WHERE id = ${task.id}::bigint FOR UPDATE$`));
     expect((await pooled.getTask(task.id)).state).toBe('pending');
   });
 
+  it('a claimer’s names reach the pick’s text only as hex: quotes, backslashes, $$ and Unicode claim exactly their own task', async () => {
+    expect(literal("x'); DROP TABLE tasks; --")).toBe(`convert_from(decode('${Buffer.from("x'); DROP TABLE tasks; --").toString('hex')}', 'hex'), 'UTF8')`);
+    expect(literal(7)).toBe('7');
+    for (const bad of [1.5, Number.NaN, 2 ** 60, {} as unknown as string]) expect(() => literal(bad)).toThrow();
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    // The manager admits only plain names for a claimer; the store below it is driven directly
+    // here, as a library caller past the schema could, with names no schema would admit.
+    const store = tm.store as PgTaskStore;
+    const names = ["o'brien", "x'); DROP TABLE tasks; --", 'back\\slash\\', '$$ dollar $q$', '名前 🚀', "E'\\x41'"];
+    const ids = new Map<string, number>();
+    for (const n of names) ids.set(n, (await store.createTasks([{ title: `for ${n}`, forAgent: n }], operator)).value[0]!.task.id);
+    for (const n of [...names].reverse()) {
+      const statements = await statementsOf(async () => {
+        const got = (await store.claim({ agent: n, start: true })).value;
+        expect(got?.id).toBe(ids.get(n));
+      });
+      expect(statements[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_pick\(convert_from\(decode\('[0-9a-f]+', 'hex'\), 'UTF8'\)::text, convert_from\(decode\('[0-9a-f]+', 'hex'\), 'UTF8'\)::text, /s);
+    }
+    expect((await store.claim({ agent: 'nobody' })).value).toBeNull();
+    expect((await tm.stats()).byState.in_progress).toBe(names.length);
+  });
+
   it('a hostile task id never reaches the SQL text: only a safe positive integer is written into the opening', async () => {
-    expect(lockOpening(42, true)).toEqual({ name: 'taskloop_lock_row', sql: 'SELECT * FROM tasks WHERE id = $1 FOR UPDATE', arg: 42 });
+    expect(lockOpening(42, true)).toEqual({ name: 'taskloop_lock_row', sql: 'SELECT * FROM tasks WHERE id = $1 FOR UPDATE', types: ['bigint'], args: [42] });
     for (const bad of [0, -1, 1.5, Number.NaN, 2 ** 60, '1; DROP TABLE tasks' as unknown as number, '7' as unknown as number]) {
       expect(lockOpening(bad, true)).toBeUndefined();
     }

@@ -7,7 +7,7 @@ import { checkClaimTarget, takeClaim } from '../claims.js';
 import { DEFAULT_QUEUE } from '../creation.js';
 import { type TaskRow, heartbeatRefusal, toTask } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
-import { NOW_MS, type Query } from './connection.js';
+import { NOW_MS, type Opening, type Query } from './connection.js';
 import { appendEvents, lockTask, writeWithEvents } from './moves.js';
 
 const capsOf = (input: ClaimInput): string => JSON.stringify(input.capabilities ?? []);
@@ -22,6 +22,30 @@ const pickSql = (withCard: boolean, columns: string, lock: boolean) =>
      AND (requires IS NULL OR requires::jsonb <@ $4::jsonb)${withCard ? "\n     AND card <> '{}'" : ''}
    ORDER BY priority DESC, id LIMIT 1${lock ? ' FOR UPDATE SKIP LOCKED' : ''}`;
 
+/**
+ * A claim without a task id picks in the transaction's first round trip, with BEGIN and the
+ * clock (one reading of it, which the claim then uses): its one row is `now` and the task's
+ * columns, all null when nothing is claimable. The claimer's names reach the text as hex.
+ */
+export function pickOpening(input: ClaimInput, fixedNow: number | undefined): Opening {
+  const withCard = input.withCard === true;
+  const pick = pickSql(withCard, '*', true).replace('$2', 'c.now').replace('$3', '$2').replace('$4', '$3');
+  return {
+    name: withCard ? 'taskloop_pick_card' : 'taskloop_pick',
+    sql: `SELECT c.now, t.* FROM (SELECT coalesce($4, ${NOW_MS}) AS now) c LEFT JOIN LATERAL (${pick}) t ON true`,
+    types: ['text', 'text', 'text', 'bigint'],
+    args: [input.queue ?? DEFAULT_QUEUE, input.agent, capsOf(input), fixedNow ?? null],
+    givesNow: true,
+  };
+}
+
+const picked = new WeakMap<Query, Record<string, unknown> | undefined>();
+
+/** Keeps the row `pickOpening` returned for the body's claim. */
+export function primePick(q: Query, row: Record<string, unknown> | undefined): void {
+  picked.set(q, row);
+}
+
 /** Whether a claim by `input` (without a task id) would find a task now: a read, no lock taken. */
 export async function claimable(q: Query, input: ClaimInput, now: number): Promise<boolean> {
   const rows = await q(pickSql(input.withCard === true, 'id', false), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
@@ -33,15 +57,21 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
   let row: TaskRow;
   if (input.taskId !== undefined) {
     row = checkClaimTarget(await lockTask(q, input.taskId), input, now);
+  } else if (picked.has(q)) {
+    const found = picked.get(q);
+    picked.delete(q);
+    if (found === undefined || found.id === null) return null;
+    const { now: _, ...columns } = found;
+    row = columns as unknown as TaskRow;
   } else {
-    const [picked] = await q<TaskRow & Record<string, unknown>>(pickSql(input.withCard === true, '*', true), [
+    const [first] = await q<TaskRow & Record<string, unknown>>(pickSql(input.withCard === true, '*', true), [
       input.queue ?? DEFAULT_QUEUE,
       now,
       input.agent,
       capsOf(input),
     ]);
-    if (picked === undefined) return null;
-    row = picked;
+    if (first === undefined) return null;
+    row = first;
   }
   const taken = takeClaim(row, input, now);
   await appendEvents(q, taken.events);

@@ -76,14 +76,32 @@ const typesOf = (driver: typeof pg): pg.CustomTypesConfig => ({
 export type Query = <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[]) => Promise<R[]>;
 
 /**
- * A statement a transaction runs with its BEGIN, in the same round trip: our own text with
- * one bigint parameter `$1` (`arg`, a checked safe integer: it is written into the text of
- * the EXECUTE), prepared as `name` on each connection.
+ * A statement a transaction runs with its BEGIN, in the same round trip (simple protocol, so
+ * without bind parameters): our own text with parameters `$1…` of `types`, prepared as `name`
+ * on each connection and run with EXECUTE, its `args` written into that EXECUTE by `literal`.
+ * `givesNow`: its one row has the transaction's clock in `now` (else the clock is read first).
  */
 export interface Opening {
   name: string;
   sql: string;
-  arg: number;
+  types: string[];
+  args: Array<number | string | null>;
+  givesNow?: boolean;
+}
+
+/**
+ * A value as SQL text that cannot break out of its place: a safe integer as digits, a string
+ * as the hex of its UTF-8 bytes (only 0-9 and a-f reach the text, whatever the string
+ * holds, under any standard_conforming_strings). Anything else is refused.
+ */
+export function literal(v: number | string | null): string {
+  if (v === null) return 'NULL';
+  if (typeof v === 'number') {
+    if (!Number.isSafeInteger(v)) throw new EngineError('VALIDATION_FAILED', `${String(v)} is not a safe integer`);
+    return String(v);
+  }
+  if (typeof v !== 'string') throw new EngineError('VALIDATION_FAILED', 'only integers and strings are written into SQL text');
+  return `convert_from(decode('${Buffer.from(v, 'utf8').toString('hex')}', 'hex'), 'UTF8')`;
 }
 
 export interface PgConnection {
@@ -173,19 +191,25 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
   // with PREPARE and run with EXECUTE: planning the lock on tasks took 158 µs each time.
   const preparedOn = new WeakMap<pg.ClientBase, Set<string>>();
   const openingOf = (client: pg.ClientBase, opening: Opening | undefined): string => {
+    const clock = opening?.givesNow === true ? '' : 'now';
+    const args = opening?.args.map((a, i) => `${literal(a)}::${opening.types[i]}`) ?? [];
     if (!prepared) {
-      const lock = opening === undefined ? '' : `; ${opening.sql.replace('$1', String(opening.arg))}`;
-      return `BEGIN; SELECT ${NOW_MS} AS now${lock}`;
+      const open = opening === undefined ? '' : `; ${opening.sql.replace(/\$(\d+)/g, (_, n: string) => args[Number(n) - 1]!)}`;
+      return `BEGIN${clock === '' ? '' : `; SELECT ${NOW_MS} AS now`}${open}`;
     }
     let known = preparedOn.get(client);
     if (known === undefined) preparedOn.set(client, (known = new Set()));
     let text = '';
-    for (const [name, sql] of [['taskloop_now', `SELECT ${NOW_MS} AS now`], ...(opening === undefined ? [] : [[opening.name, opening.sql]])] as const) {
+    const wanted: Array<[string, string, string[]]> = [];
+    if (clock !== '') wanted.push(['taskloop_now', `SELECT ${NOW_MS} AS now`, []]);
+    if (opening !== undefined) wanted.push([opening.name, opening.sql, opening.types]);
+    for (const [name, sql, types] of wanted) {
       if (known.has(name)) continue;
-      text += `PREPARE ${name}${name === 'taskloop_now' ? '' : '(bigint)'} AS ${sql}; `;
+      text += `PREPARE ${name}${types.length > 0 ? `(${types.join(', ')})` : ''} AS ${sql}; `;
       known.add(name);
     }
-    return `${text}BEGIN; EXECUTE taskloop_now${opening === undefined ? '' : `; EXECUTE ${opening.name}(${opening.arg})`}`;
+    const run = wanted.map(([name]) => `EXECUTE ${name}${name === opening?.name && args.length > 0 ? `(${args.join(', ')})` : ''}`);
+    return `${text}BEGIN; ${run.join('; ')}`;
   };
 
   const fail = (err: unknown, what: string): unknown => pgFault(err, location.display, what);
@@ -223,7 +247,8 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
           throw err;
         }
         const opened = opening === undefined ? [] : results[results.length - 1]!.rows;
-        const now = fixed?.() ?? (results[results.length - (opening === undefined ? 1 : 2)]!.rows[0] as { now: number }).now;
+        const clockAt = opening === undefined ? 1 : opening.givesNow === true ? 1 : 2;
+        const now = fixed?.() ?? (results[results.length - clockAt]!.rows[0] as { now: number }).now;
         const q: Query = async (text, params) => (await client.query(statement(text, params))).rows;
         const value = await body(q, now, opened);
         await client.query(notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT');

@@ -22,8 +22,8 @@ const SYSTEM = systemActor('system');
 export function lockOpening(id: number, whole: boolean): Opening | undefined {
   if (!Number.isSafeInteger(id) || id < 1) return undefined;
   return whole
-    ? { name: 'taskloop_lock_row', sql: 'SELECT * FROM tasks WHERE id = $1 FOR UPDATE', arg: id }
-    : { name: 'taskloop_lock_claim', sql: 'SELECT id, state, claim_token FROM tasks WHERE id = $1 FOR UPDATE', arg: id };
+    ? { name: 'taskloop_lock_row', sql: 'SELECT * FROM tasks WHERE id = $1 FOR UPDATE', types: ['bigint'], args: [id] }
+    : { name: 'taskloop_lock_claim', sql: 'SELECT id, state, claim_token FROM tasks WHERE id = $1 FOR UPDATE', types: ['bigint'], args: [id] };
 }
 
 // The row an opening locked, until the body first asks for it: a second ask reads again, and

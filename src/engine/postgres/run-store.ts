@@ -14,7 +14,7 @@ import { pgDaemons } from './daemons.js';
 import { pgRetention } from './retention.js';
 import { createPgRunStats } from './run-stats.js';
 import { claimRun, pgRuns } from './runs.js';
-import { type PgTaskStore, type TaskLock, wholeRow } from './task-store.js';
+import { type PgTaskStore, type TaskLock, claimLock, wholeRow } from './task-store.js';
 import type { Fence } from '../runs.js';
 
 // Every fenced write locks its task's row first: with BEGIN, in the transaction's first round trip.
@@ -35,7 +35,7 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
       // A read first: an idle daemon woken by every commit must not open a write transaction
       // each time only to find nothing (a task taken meanwhile makes the claim below null).
       if (parsed.taskId === undefined && !(await read(async () => claimable(q, parsed, await now())))) return null;
-      return value(write('claim run', (tx, at, ev) => claimRun(tx, parsed, budgetOf, at, ev)));
+      return value(write('claim run', (tx, at, ev) => claimRun(tx, parsed, budgetOf, at, ev), claimLock(parsed)));
     },
     openRun: (f, budget) => value(write('open run', (tx, at, ev) => pgRuns.openRun(tx, f, budget, at, ev), whole(f))),
     beginStep: (f, input) => value(write('begin step', (tx, at, ev) => pgRuns.beginStep(tx, f, input, at, ev), light(f))),

@@ -8,9 +8,9 @@
  * for it), so opening stays synchronous like SQLite's; `ready` is that first migration.
  */
 import type { ReadEventsQuery, StoreInfo, TaskStore, WriteOutcome } from '../store.js';
-import type { TaskEvent } from '../types.js';
+import type { ClaimInput, TaskEvent } from '../types.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
-import { claimTask, heartbeat } from './claim.js';
+import { claimTask, heartbeat, pickOpening, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
@@ -34,6 +34,14 @@ export interface TaskLock {
 export function wakesClaimers(events: TaskEvent[], q: Query): boolean {
   return releasedDependents(q) || events.some((e) => (e.data as { to?: unknown }).to === 'pending');
 }
+
+/** A claim without a task id: it picks in its first round trip (claim.ts pickOpening). */
+export interface Pick {
+  pick: ClaimInput;
+}
+
+/** What a claim takes first: the named task's row, or the pick. */
+export const claimLock = (input: ClaimInput): TaskLock | Pick => (input.taskId === undefined ? { pick: input } : { taskId: input.taskId, whole: true });
 
 /** A write that moves task `taskId` locks its whole row first; none when there is no id. */
 export const wholeRow = (taskId: number | undefined): TaskLock | undefined => (taskId === undefined ? undefined : { taskId, whole: true });
@@ -61,7 +69,7 @@ export interface PgTaskStore extends TaskStore {
    * connection.ts tx). `lock`: the task the body locks first (a move, a fenced run write),
    * locked with BEGIN in one round trip: `whole` its row, or its claim only (moves.ts lockOpening).
    */
-  write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock): Promise<WriteOutcome<T>>;
+  write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock | Pick): Promise<WriteOutcome<T>>;
   /** Runs `fn` once the schema is ready. */
   read<T>(fn: () => Promise<T>): Promise<T>;
   /** Calls `onChange` soon after a stop, pause or resume commits anywhere (watch.ts). */
@@ -78,15 +86,18 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   const reads = createReads(conn, horizon);
   const watcher = createPgWatcher(conn, horizon, { pollMs: opts.pollMs, log: opts.log });
 
-  async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock): Promise<WriteOutcome<T>> {
+  async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock | Pick): Promise<WriteOutcome<T>> {
     await ready;
     let events: TaskEvent[] = [];
-    const opening = lock === undefined ? undefined : lockOpening(lock.taskId, lock.whole);
+    const opening = lock === undefined ? undefined : 'pick' in lock ? pickOpening(lock.pick, opts.now?.()) : lockOpening(lock.taskId, lock.whole);
     const value = await conn.tx(
       what,
       async (q, now, opened) => {
         events = []; // a retried transaction starts over
-        if (opening !== undefined) primeLock(q, lock!.taskId, lock!.whole, opened[0]);
+        if (opening !== undefined && lock !== undefined) {
+          if ('pick' in lock) primePick(q, opened[0]);
+          else primeLock(q, lock.taskId, lock.whole, opened[0]);
+        }
         deferEvents(q);
         const value = await body(q, now, events);
         await flushEvents(q);
@@ -125,7 +136,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       }),
     clock: () => read(() => conn.now()),
     createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events)),
-    claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), wholeRow(input.taskId)),
+    claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), claimLock(input)),
     heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),
     transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId)),
     sweep: (o) =>
