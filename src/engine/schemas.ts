@@ -25,7 +25,8 @@ export const LIMITS = {
 } as const;
 
 // Control characters would break one-line CLI output and logs; everything else in
-// Unicode is fine (values are bound as parameters, never spliced into SQL).
+// Unicode is fine (values are bound as parameters, or on PostgreSQL written into a
+// transaction's first statement as the hex of their bytes: never spliced into SQL as text).
 const noControl = (s: string) => !/[\u0000-\u001f\u007f]/.test(s);
 
 export const name = z
