@@ -1,6 +1,6 @@
 /**
- * Retention (DESIGN §3) on PostgreSQL: the steps, events and run screens of tasks that
- * finished before the retention period are deleted; the task rows and their runs (with each
+ * Retention (DESIGN §3) on PostgreSQL: the steps (with their approvals), events and run
+ * screens of tasks that finished before the retention period are deleted; the task rows and their runs (with each
  * run's envelope) stay. Each pass that deletes anything first appends one
  * `retention.compacted` event (task-less, so retention never deletes it), as on SQLite.
  * There it keeps the newest id out of the deleted, since SQLite would hand out max(id) + 1
@@ -41,6 +41,8 @@ export const pgRetention = {
     if (ids.length === 0) return 0;
     // Before the deletes, as on SQLite (see the module comment).
     events.push(await appendEvent(q, null, 'retention.compacted', RETENTION, compactedData(ids.length, before), now));
+    // A step's approval goes with the step (it names the step): the run's envelope keeps what was done.
+    await q('DELETE FROM approvals WHERE task_id = ANY($1::bigint[])', [ids]);
     await q('DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE task_id = ANY($1::bigint[]))', [ids]);
     await q('DELETE FROM run_screens WHERE run_id IN (SELECT id FROM runs WHERE task_id = ANY($1::bigint[]))', [ids]);
     await q('DELETE FROM task_events WHERE task_id = ANY($1::bigint[])', [ids]);

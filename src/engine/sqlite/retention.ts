@@ -19,6 +19,8 @@ export function prepareRetention(db: Db, writer: EventWriter): Compact {
     `SELECT id FROM tasks WHERE state IN ('completed', 'failed', 'cancelled') AND updated_at < ?
        AND (last_event_id IS NOT NULL OR EXISTS (SELECT 1 FROM task_events e WHERE e.task_id = tasks.id AND e.prev_id IS NULL)) LIMIT ?`,
   );
+  // A step's approval goes with the step (it names the step): the run's envelope keeps what was done.
+  const dropApprovals = db.prepare('DELETE FROM approvals WHERE task_id = ?');
   const dropSteps = db.prepare('DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE task_id = ?)');
   const dropScreens = db.prepare('DELETE FROM run_screens WHERE run_id IN (SELECT id FROM runs WHERE task_id = ?)');
   // A task's events go all together, through its chain and the index (see rows.ts).
@@ -29,6 +31,7 @@ export function prepareRetention(db: Db, writer: EventWriter): Compact {
     // Before the deletes: see the contract above.
     events.push(writer.append(null, 'retention.compacted', RETENTION, compactedData(ids.length, before), now));
     for (const id of ids) {
+      dropApprovals.run(id);
       dropSteps.run(id);
       dropScreens.run(id);
       dropEvents(id);
