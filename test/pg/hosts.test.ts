@@ -6,27 +6,15 @@
  */
 import { appendFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import type { TaskManager as Manager } from '../../src/engine/index.js';
 
 type TaskManager = Manager & { path: string };
 import { freshManager, operator, tempDir, waitFor } from '../helpers.js';
 import { portsOf } from '../stores.js';
+import { sql } from './sql.js';
 import { type DaemonProcess, daemonCard, startDaemonProcess } from '../workers/daemon-helpers.js';
 
-async function sql<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
-  const u = new URL(url);
-  const schema = u.searchParams.get('schema')!;
-  u.searchParams.delete('schema');
-  const client = new pg.Client({ connectionString: u.toString(), options: `-c search_path=${schema}` });
-  await client.connect();
-  try {
-    return (await client.query<R>(text, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 const onHost = (tm: TaskManager, host: string, args: string[] = []): Promise<DaemonProcess> =>
   startDaemonProcess(tm.path, ['--workers', '2', ...args], { ...process.env, TASKLOOP_HOST: host });
@@ -103,5 +91,5 @@ describe('daemons on several hosts, one PostgreSQL server', () => {
     expect((await portsOf(tm).runs.daemons()).map((d) => d.host).sort()).toEqual(['host-b', 'host-c', 'host-d']);
     for (const p of peers) p.child.kill('SIGTERM');
     expect(await Promise.all(peers.map((p) => p.exited))).toEqual([0, 0, 0]);
-  });
+  }, 180_000); // 40 runs of a 3 s wait, a 4 s silence and the resumed runs, on a loaded machine
 });

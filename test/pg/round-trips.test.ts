@@ -13,6 +13,7 @@ import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
 import { codeOf, freshManager, operator, system, waitFor } from '../helpers.js';
+import { execSql } from '../stores.js';
 
 /** The statements `fn` sent, in order. */
 async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
@@ -183,5 +184,22 @@ describe('NOTIFY on PostgreSQL: only commits that may make a task claimable send
     await waitFor(() => all > all0, 3000);
     await other.createTask({ title: 'new work' }, operator);
     await waitFor(() => work > work0, 3000);
+  });
+});
+
+describe('prepared statements and a schema that changes under them', () => {
+  it('a column added by a newer taskloop while this one runs: claims, moves and reads go on (the connection is replaced)', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    for (let i = 0; i < 4; i++) await tm.createTask({ title: `t${i}` }, operator);
+    // Every statement of the hot path prepared on the pool's connections.
+    const first = (await tm.claimTask({ agent: agent.id, start: true }))!;
+    await tm.transitionTask({ taskId: first.id, to: 'review', actor: agent, claimToken: first.claimToken });
+    await tm.findTasks({});
+    await execSql(tm, 'ALTER TABLE tasks ADD COLUMN added_later integer');
+    const next = (await tm.claimTask({ agent: agent.id, start: true }))!;
+    expect(next).not.toBeNull();
+    expect((await tm.transitionTask({ taskId: first.id, to: 'completed', actor: system })).state).toBe('completed');
+    expect((await tm.findTasks({})).length).toBe(4);
   });
 });

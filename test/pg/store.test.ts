@@ -6,28 +6,16 @@ import { type ChildProcess, execFile, fork } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createTaskManager } from '../../src/engine/index.js';
 import { createPgStore } from '../../src/engine/postgres/task-store.js';
 import { PG_MIGRATIONS } from '../../src/engine/postgres/schema.js';
 import { ROOT, codeOf, freshManager, operator, tempDir } from '../helpers.js';
 import { newDatabase, openTaskStore } from '../stores.js';
+import { sql } from './sql.js';
 
 const run = promisify(execFile);
 
-async function sql<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
-  const u = new URL(url);
-  const schema = u.searchParams.get('schema')!;
-  u.searchParams.delete('schema');
-  const client = new pg.Client({ connectionString: u.toString(), options: `-c search_path=${schema}` });
-  await client.connect();
-  try {
-    return (await client.query<R>(text, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 interface DrainResult {
   completed: number[];

@@ -106,6 +106,14 @@ export interface PgConnection {
 }
 
 const RETRIED = new Set(['40001', '40P01']);
+
+/**
+ * A statement this connection prepared before the table changed (a newer taskloop added a
+ * column while this one runs): PostgreSQL refuses to reuse its plan. The connection goes,
+ * and with it every statement it prepared; the work runs again on another.
+ */
+const stalePlan = (err: unknown): boolean =>
+  (err as { code?: unknown } | null)?.code === '0A000' && /cached plan must not change result type/.test(String((err as Error).message));
 const MAX_TRIES = 20;
 
 export function connectPg(location: PgLocation, opts: { now?: () => number; poolSize?: number } = {}): PgConnection {
@@ -160,10 +168,18 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
   const fail = (err: unknown, what: string): unknown => pgFault(err, location.display, what);
 
   const query: Query = async (text, params) => {
-    try {
-      return (await (await poolOf()).query(statement(text, params))).rows;
-    } catch (err) {
-      throw fail(err, 'query');
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient | undefined;
+      try {
+        client = await (await poolOf()).connect();
+        const rows = (await client.query(statement(text, params))).rows;
+        client.release();
+        return rows;
+      } catch (err) {
+        client?.release(stalePlan(err) || isConnectionError(err) ? (err as Error) : undefined);
+        if (stalePlan(err) && attempt < MAX_TRIES) continue;
+        throw fail(err, 'query');
+      }
     }
   };
 
@@ -201,6 +217,10 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
       } catch (err) {
         broken = err;
         await client.query('ROLLBACK').catch(() => undefined);
+        if (stalePlan(err) && attempt < MAX_TRIES) {
+          fresh = false;
+          continue;
+        }
         const code = (err as { code?: unknown }).code;
         if (typeof code === 'string' && RETRIED.has(code) && attempt < MAX_TRIES) {
           await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
