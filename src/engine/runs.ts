@@ -161,6 +161,8 @@ export interface BeginStepInput {
   tool?: string;
   args?: unknown;
   idempotencyKey?: string;
+  /** When the call began, if before this write (a read's begin held back by the journal). @defaultValue the write's time */
+  startedAt?: number;
   /** Step writes the loop held back, written first in the same transaction (see StepWrite). */
   before?: StepWrite[];
 }
@@ -177,6 +179,10 @@ export interface RecordStepInput {
   durationMs: number;
   tokens?: number;
   startedAt: number;
+  /** The call's key (a read recorded whole once it completed). */
+  idempotencyKey?: string;
+  /** The screen the step saw (an observation); the run keeps only its latest. */
+  screen?: Uint8Array;
   /** The run's usage after this step. */
   usage: Usage;
   eventData?: Record<string, unknown>;
@@ -184,11 +190,22 @@ export interface RecordStepInput {
 
 /**
  * A step write the loop may hold back and fold into its next write (workers/journal.ts):
- * recording a completed step, or finishing a read step begun earlier. Both are safe to lose
- * in a crash — a decision is taken again, a read is made again — so they need no
- * transaction of their own. A write's intent and its outcome are never held back.
+ * recording a completed step, beginning a read that is still running, or finishing a read
+ * begun earlier. Each is safe to lose in a crash — a decision is taken again, a read is
+ * made again — so none needs a transaction of its own. A write's intent and its outcome
+ * are never held back.
  */
-export type StepWrite = { record: RecordStepInput } | { finish: FinishStepInput };
+export type StepWrite = { record: RecordStepInput } | { begin: BeginStepInput } | { finish: FinishStepInput };
+
+/** The usage a batch of held-back writes leaves the run with: that of its last write that carries one. */
+export function usageAfter(writes: readonly StepWrite[]): Usage | undefined {
+  for (let i = writes.length - 1; i >= 0; i--) {
+    const w = writes[i]!;
+    if ('finish' in w) return w.finish.usage;
+    if ('record' in w) return w.record.usage;
+  }
+  return undefined;
+}
 
 export interface FinishStepInput {
   stepId: number;

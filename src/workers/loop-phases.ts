@@ -35,10 +35,14 @@ function failure(r: RunScope): boolean {
   return r.state.usage.consecutiveFailures >= r.run.budget.maxFailures;
 }
 
-/** Begins a tool call's step: its intent is written (with what the journal held back) before it runs. */
-export async function* begin(r: RunScope, kind: StepKind, tool: string, args: unknown, key?: string): AsyncGenerator<TaskLoopEvent, Step, undefined> {
+/**
+ * Begins a tool call's step. A write's intent is written (with what the journal held back)
+ * before it runs; a read's begin is held back with the rest (`read`: safe to make again).
+ */
+export async function* begin(r: RunScope, kind: StepKind, tool: string, args: unknown, key?: string, read = false): AsyncGenerator<TaskLoopEvent, Step, undefined> {
   r.trace.openStep(kind);
-  const started = await r.runs.beginStep(r.fence, { runId: r.run.id, kind, tool, args, idempotencyKey: key });
+  const input = { runId: r.run.id, kind, tool, args, idempotencyKey: key };
+  const started = read ? r.journal.beginLater(input, r.state.lastSeq + 1) : await r.runs.beginStep(r.fence, input);
   r.state.lastSeq = started.seq;
   yield { type: 'step_started', step: started };
   return started;
@@ -76,7 +80,7 @@ async function* completed(r: RunScope, kind: StepKind, status: 'ok' | 'failed' |
 export async function* observe(r: RunScope): Phase<Observation> {
   if (r.card.observe === undefined) return { tool: null, ok: true, data: null };
   const { tool, args } = r.card.observe;
-  const started = yield* begin(r, 'observe', tool, args);
+  const started = yield* begin(r, 'observe', tool, args, undefined, true);
   const out = await r.calls.cardRead(tool, args);
   if (!out.ok && out.end !== undefined) {
     yield* settle(r, started, 'rejected', { error: out.error, durationMs: 0 });
@@ -174,8 +178,8 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     return AGAIN;
   }
   const key = randomUUID();
-  const actionStep = yield* begin(r, 'action', decision.tool, verdict.args, key);
   const write = verdict.tool.kind === 'write';
+  const actionStep = yield* begin(r, 'action', decision.tool, verdict.args, key, verdict.kind === 'run' && verdict.tool.kind === 'read');
   if (verdict.kind === 'park') {
     state.usage.pending++;
     const approval = await r.runs.parkForApproval(fence, {

@@ -20,6 +20,8 @@ import { createHookRegistry } from '../plugins/hooks.js';
 import { type RunTrace, traceRun } from './tracing.js';
 
 const PAUSE_RECHECK_MS = 1000;
+/** One turn of the event loop: timers, I/O and messages waiting now run before this resolves. */
+const turn = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
 export type { LoopContext, RunResult, TaskLoopEvent } from './loop-context.js';
 
@@ -95,6 +97,11 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
     const resumed = yield* resume(r, opened.steps);
     if (resumed !== undefined) return resumed;
     for (;;) {
+      // Between steps, the thread's event loop turns once: a control change from another
+      // process (a file event, a NOTIFY), a drain message and the thread's other runs get
+      // their turn even when every call of this run completed without I/O (fast reads,
+      // whose steps the journal holds back, write nothing that would look at the control).
+      await turn();
       // Between steps: stop, pause, drain, budgets.
       if (abort.signal.aborted || control === 'stopped') return (yield* end(r, 'cancelled', 'user_stop')).result;
       if (control === 'paused') {

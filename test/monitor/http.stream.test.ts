@@ -18,10 +18,11 @@ describe('GET /api/tasks/:id/events owns the run of an attached task (seed 000)'
     expect(names.filter((n) => n.startsWith('run_') || n.startsWith('step_'))).toEqual([
       'run_started',
       // decide, noop, decide, noop, decide (this card observes nothing). A decision is
-      // written once it is made (workers/journal.ts): one step_finished; a tool call's
-      // intent is written before it runs: step_started, then step_finished.
-      ...Array(2).fill(['step_finished', 'step_started', 'step_finished']).flat(),
-      'step_finished',
+      // written once it is made (workers/journal.ts): one step_finished; so is a read that
+      // completed within the journal's flush interval (noop is a read). A write's intent
+      // is written before it runs (step_started, then step_finished), and so is the begin
+      // of a read still running at the flush (the wait calls below: step_started).
+      ...Array(5).fill('step_finished'),
       'run_finished',
     ]);
     const finished = stream.events.find((e) => e.event === 'run_finished')!;

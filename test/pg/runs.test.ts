@@ -131,6 +131,28 @@ describe('runs on PostgreSQL', () => {
     expect(await write((q, now, ev) => pgRuns.writeSteps(q, fence, [], now, ev))).toEqual([]);
   });
 
+  it('writeSteps: a held-back read begun at its own time, and a read recorded whole with its key and screen', async () => {
+    const { fence, runId, write, read, store } = await started();
+    const outcome = await store.write('steps', (q, now, ev) =>
+      pgRuns.writeSteps(q, fence, [
+        { record: { runId, kind: 'decide', status: 'ok', durationMs: 1, startedAt: now - 9, usage: used(1) } },
+        { record: { runId, kind: 'observe', status: 'ok', tool: 'screenshot', result: { w: 1 }, durationMs: 3, startedAt: now - 7, idempotencyKey: 'k-1', screen: new Uint8Array([137, 80, 78, 71]), usage: used(2) } },
+        { begin: { runId, kind: 'action', tool: 'wait', args: { ms: 5 }, idempotencyKey: 'k-2', startedAt: now - 3 } },
+      ], now, ev),
+    );
+    expect(outcome.value.map((s) => [s.seq, s.kind, s.status])).toEqual([[1, 'decide', 'ok'], [2, 'observe', 'ok'], [3, 'action', 'started']]);
+    expect(outcome.events.map((e) => [e.type, e.data.seq])).toEqual([['run.step_finished', 1], ['run.step_finished', 2], ['run.step_started', 3]]);
+    const run = await read((q) => pgRuns.getRun(q, runId));
+    expect(run.steps[1]).toMatchObject({ idempotencyKey: 'k-1', result: { w: 1 } });
+    expect(run.steps[2]).toMatchObject({ idempotencyKey: 'k-2', status: 'started', startedAt: run.steps[2]!.startedAt });
+    expect(run.steps[2]!.startedAt).toBe(run.steps[1]!.startedAt + 4);
+    // The usage is that of the last write that carries one (a begin carries none).
+    expect(run).toMatchObject({ usage: used(2), checkpointVersion: 3 });
+    expect(run.screen).toMatchObject({ seq: 2 });
+    const done = await write((q, now, ev) => pgRuns.writeSteps(q, fence, [{ finish: { stepId: run.steps[2]!.id, status: 'ok', durationMs: 5, usage: used(3) } }], now, ev));
+    expect(done.map((s) => [s.seq, s.status])).toEqual([[3, 'ok']]);
+  });
+
   it('finishRun: the run ends with its envelope, the task moves twice with the result, the control is cleared', async () => {
     const { fence, runId, write, read, store, claimed } = await started();
     await write((q, now) => q("INSERT INTO controls (task_id, state, reason, updated_at) VALUES ($1, 'paused', 'x', $2)", [fence.taskId, now]));

@@ -98,6 +98,37 @@ describe('crash points of a step, with real processes killed there', () => {
     await stop(rescuer);
   });
 
+  it('during a read whose begin and earlier reads were held back (journal.ts): the reads are made again, nothing is left started, the write lands once', async () => {
+    const c = setup();
+    const card = daemonCard({
+      allowed_tools: ['log_append', 'noop', 'echo', 'crash_once'],
+      budget: { max_steps: 20, max_write_calls: 3 },
+      script: [
+        { action: 'tool', tool: 'noop' },
+        { action: 'tool', tool: 'echo', args: { text: 'seen' } },
+        { action: 'tool', tool: 'crash_once', args: { marker: c.marker } },
+        { action: 'tool', tool: 'log_append', args: { file: c.file, line: 'paid' } },
+        { action: 'done' },
+      ],
+    });
+    const { id, rescuer } = await crashAndResume(c, card, 'none');
+    const runs = createSqliteRunStore(c.tm.store as SqliteTaskStore);
+    const [run, ...more] = await runs.runsOf(id);
+    expect(more).toEqual([]);
+    expect(run).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(lines(c.file)).toBe('paid\n');
+    const steps = (await runs.getRun(run!.id)).steps;
+    // One row per seq, in order, none left `started`; every read of the script is there, the write once.
+    expect(steps.map((s) => s.seq)).toEqual(steps.map((_, i) => i + 1));
+    expect(steps.filter((s) => s.status === 'started')).toEqual([]);
+    const actions = steps.filter((s) => s.kind === 'action' && s.status === 'ok').map((s) => s.tool);
+    expect(actions.filter((t) => t === 'log_append')).toEqual(['log_append']);
+    for (const tool of ['noop', 'echo', 'crash_once']) expect(actions).toContain(tool);
+    // Each read carries its call's key, written or recorded whole.
+    expect(steps.filter((s) => s.kind === 'action').every((s) => typeof s.idempotencyKey === 'string')).toBe(true);
+    await stop(rescuer);
+  });
+
   it('after an action step begins: a non-idempotent write is never repeated; the run waits for input', async () => {
     const c = setup();
     const card = daemonCard({

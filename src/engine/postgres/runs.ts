@@ -15,7 +15,7 @@ import { asAgent, systemActor } from '../actors.js';
 import { EngineError } from '../errors.js';
 import type { ClaimedRun } from '../run-store.js';
 import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-rows.js';
-import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, ParkRunInput, RecordStepInput, ResumeRunInput, Run, ScreenInfo, Step, StepWrite, Usage } from '../runs.js';
+import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type ScreenInfo, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
 import { toTask } from '../task-rows.js';
 import type { Actor, ClaimInput, ClaimedTask, Task, TaskEvent } from '../types.js';
 import { toWireBudget } from '../wire.js';
@@ -64,6 +64,27 @@ async function stepFinished(q: Query, f: Fence, row: StepRow, status: string, no
   }, now);
 }
 
+/** One statement: the run keeps only its latest screen. */
+async function saveScreen(q: Query, row: StepRow, screen: Uint8Array, now: number): Promise<void> {
+  const png = Buffer.from(screen.buffer, screen.byteOffset, screen.byteLength);
+  await q(
+    `INSERT INTO run_screens (run_id, seq, png, taken_at) VALUES ($1, $2, $3, $4)
+     ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, png = excluded.png, taken_at = excluded.taken_at`,
+    [row.run_id, row.seq, png, now],
+  );
+}
+
+/** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
+async function begun(q: Query, f: Fence, input: BeginStepInput, now: number, events: TaskEvent[]): Promise<Step> {
+  const [row] = await q<StepR>(
+    `INSERT INTO steps (run_id, seq, kind, status, tool, args, idempotency_key, started_at)
+     VALUES ($1, ${NEXT_SEQ}, $2, 'started', $3, $4, $5, $6) RETURNING *`,
+    [input.runId, input.kind, input.tool ?? null, jsonOrNull(input.args), input.idempotencyKey ?? null, input.startedAt ?? now],
+  );
+  events.push(await appendEvent(q, f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq: row!.seq, kind: input.kind, tool: input.tool ?? null }, now));
+  return toStep(row!);
+}
+
 /** Finishes a step begun earlier: its outcome, the run's usage, its screen, one event. */
 async function finished(q: Query, f: Fence, input: FinishStepInput, now: number, events: TaskEvent[], usage = true): Promise<Step> {
   const [row] = await q<StepR>(
@@ -73,15 +94,7 @@ async function finished(q: Query, f: Fence, input: FinishStepInput, now: number,
   );
   if (row === undefined) throw new EngineError('VALIDATION_FAILED', `step ${input.stepId} is not a step of task ${f.taskId}'s runs`);
   if (usage) await updateUsage(q, input.usage, row.seq, row.run_id);
-  if (input.screen !== undefined) {
-    const png = Buffer.from(input.screen.buffer, input.screen.byteOffset, input.screen.byteLength);
-    // One statement: the run keeps only its latest screen.
-    await q(
-      `INSERT INTO run_screens (run_id, seq, png, taken_at) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, png = excluded.png, taken_at = excluded.taken_at`,
-      [row.run_id, row.seq, png, now],
-    );
-  }
+  if (input.screen !== undefined) await saveScreen(q, row, input.screen, now);
   events.push(await stepFinished(q, f, row, input.status, now, input.error, input.eventData));
   return toStep(row);
 }
@@ -90,8 +103,8 @@ async function finished(q: Query, f: Fence, input: FinishStepInput, now: number,
 async function recorded(q: Query, f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], usage = true, checked = false): Promise<Step> {
   if (!checked) await runOf(q, f, input.runId);
   const [row] = await q<StepR>(
-    `INSERT INTO steps (run_id, seq, kind, status, tool, args, result, error, duration_ms, tokens, started_at, finished_at)
-     VALUES ($1, ${NEXT_SEQ}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING *`,
+    `INSERT INTO steps (run_id, seq, kind, status, tool, args, result, error, duration_ms, tokens, started_at, finished_at, idempotency_key)
+     VALUES ($1, ${NEXT_SEQ}, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING *`,
     [
       input.runId,
       input.kind,
@@ -104,9 +117,11 @@ async function recorded(q: Query, f: Fence, input: RecordStepInput, now: number,
       input.tokens ?? 0,
       input.startedAt,
       now,
+      input.idempotencyKey ?? null,
     ],
   );
   if (usage) await updateUsage(q, input.usage, row!.seq, row!.run_id);
+  if (input.screen !== undefined) await saveScreen(q, row!, input.screen, now);
   events.push(await stepFinished(q, f, row!, input.status, now, input.error, input.eventData));
   return toStep(row!);
 }
@@ -119,18 +134,23 @@ async function recorded(q: Query, f: Fence, input: RecordStepInput, now: number,
 async function written(q: Query, f: Fence, writes: StepWrite[], now: number, events: TaskEvent[]): Promise<Step[]> {
   const opened = new Set<number>();
   const steps: Step[] = [];
+  const open = (runId: number): boolean => {
+    const checked = opened.has(runId);
+    opened.add(runId);
+    return checked;
+  };
   for (const w of writes) {
     if ('finish' in w) {
       steps.push(await finished(q, f, w.finish, now, events, false));
-      continue;
+    } else if ('begin' in w) {
+      if (!open(w.begin.runId)) await runOf(q, f, w.begin.runId);
+      steps.push(await begun(q, f, w.begin, now, events));
+    } else {
+      steps.push(await recorded(q, f, w.record, now, events, false, open(w.record.runId)));
     }
-    const checked = opened.has(w.record.runId);
-    opened.add(w.record.runId);
-    steps.push(await recorded(q, f, w.record, now, events, false, checked));
   }
-  const last = writes.at(-1);
-  if (last !== undefined && steps.length > 0) {
-    const usage = 'finish' in last ? last.finish.usage : last.record.usage;
+  const usage = usageAfter(writes);
+  if (usage !== undefined && steps.length > 0) {
     const top = steps.reduce((a, b) => (b.seq > a.seq ? b : a));
     await updateUsage(q, usage, top.seq, top.runId);
   }
@@ -168,15 +188,7 @@ export const pgRuns = {
     await fenceLight(q, f);
     if (input.before !== undefined) await written(q, f, input.before, now, events);
     await runOf(q, f, input.runId);
-    const [row] = await q<StepR>(
-      `INSERT INTO steps (run_id, seq, kind, status, tool, args, idempotency_key, started_at)
-       VALUES ($1, ${NEXT_SEQ}, $2, 'started', $3, $4, $5, $6) RETURNING *`,
-      [input.runId, input.kind, input.tool ?? null, jsonOrNull(input.args), input.idempotencyKey ?? null, now],
-    );
-    events.push(
-      await appendEvent(q, f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq: row!.seq, kind: input.kind, tool: input.tool ?? null }, now),
-    );
-    return toStep(row!);
+    return begun(q, f, input, now, events);
   },
 
   async finishStep(q: Query, f: Fence, input: FinishStepInput, now: number, events: TaskEvent[]): Promise<Step> {

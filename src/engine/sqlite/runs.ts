@@ -1,6 +1,6 @@
 /** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
 import { EngineError } from '../errors.js';
-import type { BeginStepInput, Budget, Fence, FinishRunInput, FinishStepInput, OpenRunResult, ParkRunInput, RecordStepInput, ResumeRunInput, Run, ScreenInfo, Step, StepWrite, Usage } from '../runs.js';
+import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type ScreenInfo, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
 import { asAgent, systemActor } from '../actors.js';
 import { isFenced } from '../states.js';
 import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-rows.js';
@@ -49,8 +49,8 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
        finished_at = @now WHERE id = @id AND run_id IN (SELECT id FROM runs WHERE task_id = @task) RETURNING *`,
   );
   const insertDone = db.prepare<Record<string, unknown>, StepRow>(
-    `INSERT INTO steps (run_id, seq, kind, status, tool, args, result, error, duration_ms, tokens, started_at, finished_at)
-     VALUES (@run_id, @seq, @kind, @status, @tool, @args, @result, @error, @duration, @tokens, @started, @now) RETURNING *`,
+    `INSERT INTO steps (run_id, seq, kind, status, tool, args, result, error, duration_ms, tokens, idempotency_key, started_at, finished_at)
+     VALUES (@run_id, @seq, @kind, @status, @tool, @args, @result, @error, @duration, @tokens, @key, @started, @now) RETURNING *`,
   );
   const updateUsage = db.prepare('UPDATE runs SET usage = ?, checkpoint_version = MAX(checkpoint_version, ?) WHERE id = ?');
   const endRun = db.prepare<Record<string, unknown>, RunRow>(
@@ -121,6 +121,22 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     return toStep(row);
   }
 
+  /** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
+  function begun(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[]): Step {
+    const seq = nextSeq.get(input.runId)!.seq;
+    const row = insertStep.get({
+      run_id: input.runId,
+      seq,
+      kind: input.kind,
+      tool: input.tool ?? null,
+      args: input.args === undefined ? null : JSON.stringify(input.args),
+      key: input.idempotencyKey ?? null,
+      now: input.startedAt ?? now,
+    })!;
+    events.push(writer.append(f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null }, now));
+    return toStep(row);
+  }
+
   /** Records a step that completed before it was written (a decision, a refused call): one row, one event. */
   function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], usage = true, checked = false): Step {
     if (!checked) runOf(f, input.runId);
@@ -135,10 +151,12 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       error: input.error ?? null,
       duration: Math.round(input.durationMs),
       tokens: input.tokens ?? 0,
+      key: input.idempotencyKey ?? null,
       started: input.startedAt,
       now,
     })!;
     if (usage) updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
+    if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
     events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
     return toStep(row);
   }
@@ -164,15 +182,21 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
    */
   function written(f: Fence, writes: StepWrite[], now: number, events: TaskEvent[]): Step[] {
     const opened = new Set<number>();
+    const open = (runId: number): boolean => {
+      const checked = opened.has(runId);
+      opened.add(runId);
+      return checked;
+    };
     const steps = writes.map((w) => {
       if ('finish' in w) return finished(f, w.finish, now, events, false);
-      const checked = opened.has(w.record.runId);
-      opened.add(w.record.runId);
-      return recorded(f, w.record, now, events, false, checked);
+      if ('begin' in w) {
+        if (!open(w.begin.runId)) runOf(f, w.begin.runId);
+        return begun(f, w.begin, now, events);
+      }
+      return recorded(f, w.record, now, events, false, open(w.record.runId));
     });
-    const last = writes.at(-1);
-    if (last !== undefined && steps.length > 0) {
-      const usage = 'finish' in last ? last.finish.usage : last.record.usage;
+    const usage = usageAfter(writes);
+    if (usage !== undefined && steps.length > 0) {
       const top = steps.reduce((a, b) => (b.seq > a.seq ? b : a));
       updateUsage.run(JSON.stringify(usage), top.seq, top.runId);
     }
@@ -201,18 +225,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       fenceLight(f);
       if (input.before !== undefined) written(f, input.before, now, events);
       runOf(f, input.runId);
-      const seq = nextSeq.get(input.runId)!.seq;
-      const row = insertStep.get({
-        run_id: input.runId,
-        seq,
-        kind: input.kind,
-        tool: input.tool ?? null,
-        args: input.args === undefined ? null : JSON.stringify(input.args),
-        key: input.idempotencyKey ?? null,
-        now,
-      })!;
-      events.push(writer.append(f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null }, now));
-      return toStep(row);
+      return begun(f, input, now, events);
     },
     finishStep(f, input, now, events) {
       fenceLight(f);
