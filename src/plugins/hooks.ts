@@ -93,6 +93,8 @@ export interface HookRegistry {
   /** Closes registration: the runtime is starting. */
   close(): void;
   readonly plugins: string[];
+  /** Whether any plugin registered `hook` (the loop builds no payload for a hook nobody listens to). */
+  has(hook: HookName): boolean;
   /**
    * Runs `tool_before` hooks in order, each within `timeoutMs`; fails closed. `ctx.signal`
    * is the run's. A hook that was cut (timed out, aborted) has no effect on the chain: its
@@ -206,6 +208,7 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
     close() {
       closed = true;
     },
+    has: (hook) => handlers.get(hook)!.length > 0,
     async toolBefore(ctx, timeoutMs = gateTimeout) {
       checkTimeout('timeoutMs', timeoutMs);
       let args = ctx.args;

@@ -9,6 +9,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type TaskManager, depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
+import { deadline } from './deadline.js';
 import { mcpCard } from './mcp-tools.js';
 import type { Tool } from './registry.js';
 
@@ -45,8 +46,8 @@ const failure = (code: string, message: string): CallResult => ({
 
 /** Runs one call of `tool` with the raw `arguments` a client sent; never throws. */
 export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clientSignal: AbortSignal): Promise<CallResult> {
-  const timeout = AbortSignal.timeout(tool.timeoutMs);
-  const signal = AbortSignal.any([clientSignal, timeout]);
+  const limit = deadline(clientSignal, tool.timeoutMs);
+  const { signal } = limit;
   let onAbort: (() => void) | undefined;
   const aborted = new Promise<never>((_, reject) => {
     onAbort = () => reject(signal.reason);
@@ -74,11 +75,12 @@ export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clie
     const structured = typeof result === 'object' && result !== null && !Array.isArray(result) ? { structuredContent: result as Record<string, unknown> } : {};
     return { content: [{ type: 'text', text }], ...structured };
   } catch (err) {
-    if (timeout.aborted && !clientSignal.aborted) return failure('TOOL_FAILED', `${tool.name}: timed out after ${tool.timeoutMs} ms`);
+    if (limit.timedOut() && !clientSignal.aborted) return failure('TOOL_FAILED', `${tool.name}: timed out after ${tool.timeoutMs} ms`);
     if (isEngineError(err)) return failure(err.code, err.message.split('\n')[0]!);
     opts.log(`taskloop mcp: ${tool.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     return failure('TOOL_FAILED', `${tool.name} failed inside the server; its operator can read why in the server's log`);
   } finally {
     if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    limit.release();
   }
 }

@@ -24,6 +24,11 @@ export function canonical(value: unknown): string {
 }
 
 const digest = (text: string) => createHash('sha1').update(text).digest('base64url').slice(0, 16);
+/** A value's short spelling for the detectors' keys: itself when short, else a digest (marked apart, so the two never meet). */
+const keyOf = (value: unknown): string => {
+  const text = canonical(value);
+  return text.length <= 32 ? `=${text}` : `#${digest(text)}`;
+};
 
 export interface ActionRecord {
   tool: string;
@@ -54,7 +59,7 @@ export function observeRound(state: DetectorState, action: ActionRecord | null):
     state.idle++;
     return state.idle >= state.idleRounds ? 'no_progress' : null;
   }
-  const signature = `${action.tool}:${digest(canonical(action.args))}`;
+  const signature = `${action.tool}:${keyOf(action.args)}`;
   const key = `${signature}@${state.stateVersion}`;
   const seen = (state.counts.get(key) ?? 0) + 1;
   state.counts.set(key, seen);
@@ -62,8 +67,9 @@ export function observeRound(state: DetectorState, action: ActionRecord | null):
   state.recent.push(key);
   if (state.recent.length > 4) state.recent.shift();
 
-  const fresh = action.ok && !state.seenResults.has(`${signature}=${digest(canonical(action.result))}`);
-  if (action.ok) state.seenResults.add(`${signature}=${digest(canonical(action.result))}`);
+  const outcome = action.ok ? `${signature}->${keyOf(action.result)}` : undefined;
+  const fresh = outcome !== undefined && !state.seenResults.has(outcome);
+  if (outcome !== undefined) state.seenResults.add(outcome);
   if (action.ok && action.write) state.stateVersion++;
   state.idle = fresh ? 0 : state.idle + 1;
 

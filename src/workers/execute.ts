@@ -1,5 +1,6 @@
 /** Running one tool call: its own timeout, the run's AbortSignal, and the output cap. */
 import { depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
+import { deadline } from '../tools/deadline.js';
 import type { Tool, ToolContext } from '../tools/registry.js';
 
 /** `errorType`: a stable name for what went wrong (a trace's `error.type`; the `error` text may quote arguments). */
@@ -7,8 +8,8 @@ export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { 
 
 export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx: Omit<ToolContext, 'signal'>, runSignal: AbortSignal): Promise<ExecOutcome> {
   const started = performance.now();
-  const timeout = AbortSignal.timeout(tool.timeoutMs);
-  const signal = AbortSignal.any([runSignal, timeout]);
+  const limit = deadline(runSignal, tool.timeoutMs);
+  const { signal } = limit;
   const elapsed = () => performance.now() - started;
   let onAbort: (() => void) | undefined;
   // A tool that ignores its signal still loses the race: the loop moves on.
@@ -27,7 +28,7 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     }
     return { ok: true, result: result ?? null, durationMs: elapsed() };
   } catch (err) {
-    if (timeout.aborted && !runSignal.aborted) {
+    if (limit.timedOut() && !runSignal.aborted) {
       return { ok: false, error: `${tool.name}: timed out after ${tool.timeoutMs} ms`, durationMs: elapsed(), aborted: false, errorType: 'timeout' };
     }
     if (runSignal.aborted) return { ok: false, error: `${tool.name}: aborted (${String(runSignal.reason)})`, durationMs: elapsed(), aborted: true, errorType: 'aborted' };
@@ -37,6 +38,7 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     return { ok: false, error: `${tool.name}: ${code}${message.split('\n')[0]}`, durationMs: elapsed(), aborted: false, errorType: isEngineError(err) ? err.code : 'tool_error' };
   } finally {
     if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+    limit.release();
     aborted.catch(() => undefined);
   }
 }

@@ -107,20 +107,9 @@ const LINKS: Record<GateLink, Link> = {
     c.probe = verdict.probe;
     return next();
   },
-  async hooks(c, next) {
-    const hooked = await c.hooks.toolBefore({ ...c.call, tool: c.tool.name, kind: c.tool.kind, risk: c.tool.risk, args: c.args });
-    if (!hooked.ok) return refuse('hooks', hooked.reason);
-    if (hooked.args !== c.args) {
-      // A rewrite passes the same schema and scope checks as the planner's arguments.
-      try {
-        c.args = c.tool.parse(hooked.args);
-      } catch (err) {
-        return refuse('hooks', `a tool_before hook rewrote the arguments into invalid ones: ${message(err)}`);
-      }
-      const problem = admitted(c.tool, c.args, c.card);
-      if (problem !== null) return refuse('hooks', `a tool_before hook rewrote the arguments out of scope: ${problem}`);
-    }
-    return next();
+  hooks(c, next) {
+    // No tool_before hook: nothing to wait for, and no promise either.
+    return c.hooks.has('tool_before') ? hooked(c, next) : next();
   },
   approval(c, next) {
     if (c.approval !== undefined) {
@@ -138,6 +127,23 @@ const LINKS: Record<GateLink, Link> = {
     return { kind: 'park', tool: c.tool, args: c.args, fingerprint: fingerprint(c.call.taskId, c.tool.name, c.args) };
   },
 };
+
+/** The tool_before hooks' verdict on a call: a rewrite passes the same schema and scope checks. */
+async function hooked(c: GateCall, next: Next): Promise<GateVerdict> {
+  const verdict = await c.hooks.toolBefore({ ...c.call, tool: c.tool.name, kind: c.tool.kind, risk: c.tool.risk, args: c.args });
+  if (!verdict.ok) return refuse('hooks', verdict.reason);
+  if (verdict.args !== c.args) {
+    // A rewrite passes the same schema and scope checks as the planner's arguments.
+    try {
+      c.args = c.tool.parse(verdict.args);
+    } catch (err) {
+      return refuse('hooks', `a tool_before hook rewrote the arguments into invalid ones: ${message(err)}`);
+    }
+    const problem = admitted(c.tool, c.args, c.card);
+    if (problem !== null) return refuse('hooks', `a tool_before hook rewrote the arguments out of scope: ${problem}`);
+  }
+  return next();
+}
 
 /** Composes links into one chain (hono's compose): each runs at most once, in order. */
 function compose(links: readonly Link[], last: (c: GateCall) => GateVerdict): (c: GateCall) => Verdict {

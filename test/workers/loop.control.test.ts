@@ -39,7 +39,10 @@ describe('stop and pause from another process', () => {
     const h = harness();
     const other = h.other();
     const operator = { id: 'operator', role: 'operator' } as const;
-    const claim = await claimWith(h, card({ allowed_tools: ['noop'], script: [{ action: 'tool', tool: 'noop' }, { action: 'tool', tool: 'noop' }, { action: 'done' }] }));
+    // Enough fast reads that the run is still going when the pause lands: a run whose calls do
+    // no I/O sees a control change from another connection within a millisecond (loop.ts).
+    const reads = Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
+    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 500 }, script: [...reads, { action: 'done' }] }));
     await expect(other.runs.setControl({ target: [claim.id], state: 'paused', actor: { id: 'stranger', role: 'agent' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     const { result, events } = await drive(loopContext(h, claim), async (e, all) => {
       if (e.type === 'step_finished' && e.step.kind === 'action' && all.filter((x) => x.type === 'run_paused').length === 0) {
@@ -53,7 +56,31 @@ describe('stop and pause from another process', () => {
     });
     expect(events.map((e) => e.type).filter((t) => t.startsWith('run_'))).toEqual(['run_started', 'run_paused', 'run_resumed', 'run_finished']);
     expect(result.phase).toBe('completed');
+    // Parked between steps: every call ran once, some before the pause and the rest after it.
+    const paused = events.findIndex((e) => e.type === 'run_paused');
+    const actions = (from: number, to: number) => events.slice(from, to).filter((e) => e.type === 'step_finished' && e.step.kind === 'action').length;
+    expect(actions(0, paused)).toBeGreaterThan(0);
+    expect(actions(paused, events.length)).toBeGreaterThan(0);
+    expect(actions(0, events.length)).toBe(200);
     await expect(other.runs.setControl({ target: [claim.id], state: 'running', actor: operator })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
+  });
+
+  it('a run whose calls do no I/O still lets its thread\'s event loop turn between steps (timers, file events, messages)', async () => {
+    const h = harness();
+    const reads = Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
+    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 500 }, script: [...reads, { action: 'done' }] }));
+    let actions = 0;
+    let firedAt: number | undefined;
+    const { result } = await drive(loopContext(h, claim), (e) => {
+      if (e.type === 'run_started') setTimeout(() => (firedAt = actions), 0);
+      if (e.type === 'step_finished' && e.step.kind === 'action') actions++;
+    });
+    expect(result.phase).toBe('completed');
+    expect(actions).toBe(200);
+    // The timer ran mid-run, not after it: a control change from another process (delivered
+    // the same way, as a file event or a NOTIFY) is seen between steps.
+    expect(firedAt).toBeDefined();
+    expect(firedAt!).toBeLessThan(200);
   });
 
   it('cancelling a task mid-run ends its run too, and the loop stops at once', async () => {
