@@ -44,7 +44,10 @@ describe('writes per step', () => {
     const h = counted();
     const { result, writes } = await runCard(h, card({ allowed_tools: ['echo'], script: [{ action: 'tool', tool: 'echo', args: { text: 'x' } }, { action: 'done' }] }));
     expect(result.result.phase).toBe('completed');
-    expect(writes).toEqual(['claim run', 'finish run']);
+    // Two in all; a loaded machine may stretch the run past FLUSH_MS, and then what was held
+    // back goes out once on its own in between (never a step's own begin).
+    expect(writes.filter((w) => w !== 'write steps')).toEqual(['claim run', 'finish run']);
+    expect(writes.length).toBeLessThanOrEqual(3);
     // Every step is still written: two decisions and the read, in order, each finished; the
     // read was recorded whole, with its call's key and its own start and end.
     const steps = (await h.runs.getRun(result.result.runId)).steps;
@@ -75,7 +78,7 @@ describe('writes per step', () => {
     const w = counted();
     const file = join(w.dir, 'out.log');
     const { writes: withWrite } = await runCard(w, card({ allowed_tools: ['log_append'], script: [{ action: 'tool', tool: 'log_append', args: { file, line: 'x' } }, { action: 'done' }] }));
-    expect(withWrite).toEqual(['claim run', 'begin step', 'finish step', 'finish run']);
+    expect(withWrite.filter((x) => x !== 'write steps')).toEqual(['claim run', 'begin step', 'finish step', 'finish run']);
   });
 
   it('a read still running at the flush gets its started row then (a slow call shows as running), and its outcome on that row', async () => {
@@ -99,7 +102,10 @@ describe('writes per step', () => {
     expect(steps[1]!.id).toBe(running[1]!.id);
     expect(steps[1]!.startedAt).toBe(running[1]!.startedAt);
     expect(steps[1]!.finishedAt! - steps[1]!.startedAt).toBeGreaterThanOrEqual(250);
-    expect(h.writes).toEqual(['claim run', 'write steps', 'finish run']);
+    // The begin went out on its own (the flush); the outcome rode on the ending (or, on a
+    // loaded machine, on a flush of its own before it).
+    expect(h.writes.slice(0, 2)).toEqual(['claim run', 'write steps']);
+    expect(h.writes.slice(2).filter((x) => x !== 'write steps')).toEqual(['finish run']);
   });
 
   it('held-back steps are written on their own within the flush interval when nothing else writes (a slow planner)', async () => {

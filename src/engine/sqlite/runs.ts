@@ -7,7 +7,7 @@ import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-row
 import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
-import type { ApplyMove } from './moves.js';
+import { type ApplyMove, moveParts, noMovesStaged } from './moves.js';
 import { type TaskRow, toTask } from './rows.js';
 import type { EventWriter } from './rows.js';
 
@@ -30,6 +30,9 @@ export interface RunWrites {
 }
 
 export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove): RunWrites {
+  const parts = moveParts(apply);
+  const stage = parts?.stage ?? apply;
+  const commit = parts?.commit ?? ((row: TaskRow) => row);
   const taskRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
   const activeRun = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? AND finished_at IS NULL');
   const runById = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE id = ?');
@@ -251,11 +254,15 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         now,
       })!;
       events.push(writer.append(f.taskId, 'run.finished', asAgent(f.agent), { run_id: run.id, phase: input.phase, stop_reason: input.stopReason }, now));
+      // The moves are checked one by one and the row written once, in its final state (as a
+      // transition's `then`, moves.ts MoveParts): review → completed is one UPDATE, not two.
+      const staged = noMovesStaged();
       input.moves.forEach((move, i) => {
         const actor: Actor = move.by === 'assignee' ? asAgent(f.agent) : systemActor(move.systemActor ?? 'loop');
         const last = i === input.moves.length - 1;
-        task = apply(task, { to: move.to, actor, reason: move.reason, result: last ? input.result : undefined }, now, events);
+        task = stage(task, { to: move.to, actor, reason: move.reason, result: last ? input.result : undefined }, now, events, staged);
       });
+      if (input.moves.length > 0) task = commit(task, now, events, staged);
       clearControl.run(f.taskId);
       return { run: toRun(run), task: toTask(task) };
     },
