@@ -60,7 +60,7 @@ describe('daemons on several hosts, one PostgreSQL server', () => {
         allowed_tools: ['wait', 'log_append'],
         scope: {},
         script: [
-          { action: 'tool', tool: 'wait', args: { ms: 3000 } },
+          { action: 'tool', tool: 'wait', args: { ms: 8000 } },
           { action: 'tool', tool: 'log_append', args: { file, line: `task-${i}` } },
           { action: 'done' },
         ],
@@ -68,8 +68,11 @@ describe('daemons on several hosts, one PostgreSQL server', () => {
     const created = await tm.createTasks(Array.from({ length: 40 }, (_, i) => ({ title: `k${i}`, card: card(i) })), operator);
     const ids = created.map((c) => c.task.id);
     const victim = await onHost(tm, 'host-victim', ['--concurrency', '40']);
-    // The victim holds every task (its waits all in flight) before the peers start.
+    // The victim holds every task (its waits all in flight) before the peers start. A wait's
+    // begin reaches the store with its run's first flush (journal.ts), not before the call:
+    // long waits, so that on a loaded machine the 40th is written before the first is over.
     await waitFor(async () => (await sql<{ n: number }>(tm.path, "SELECT count(*)::int AS n FROM steps WHERE tool = 'wait' AND status = 'started'"))[0]!.n === 40, 30_000, '40 waits in flight');
+    expect(await sql(tm.path, "SELECT 1 FROM steps WHERE tool = 'log_append'")).toEqual([]); // none past its wait
     const peers = await Promise.all(['host-b', 'host-c', 'host-d'].map((h) => onHost(tm, h)));
     victim.child.kill('SIGKILL');
     await victim.exited;
@@ -91,5 +94,5 @@ describe('daemons on several hosts, one PostgreSQL server', () => {
     expect((await portsOf(tm).runs.daemons()).map((d) => d.host).sort()).toEqual(['host-b', 'host-c', 'host-d']);
     for (const p of peers) p.child.kill('SIGTERM');
     expect(await Promise.all(peers.map((p) => p.exited))).toEqual([0, 0, 0]);
-  }, 180_000); // 40 runs of a 3 s wait, a 4 s silence and the resumed runs, on a loaded machine
+  }, 180_000); // 40 runs of an 8 s wait, a 4 s silence and the resumed runs, on a loaded machine
 });

@@ -12,7 +12,7 @@
  * a live task that finishes meanwhile is re-read by the lock and left out.
  */
 import { systemActor } from '../actors.js';
-import { mayControl } from '../authority.js';
+import { asksIfRan, controlReason, controlStep, endedTaskError } from '../control-rules.js';
 import { EngineError } from '../errors.js';
 import type { ControlRequest } from '../run-store.js';
 import type { ControlState } from '../runs.js';
@@ -46,14 +46,14 @@ async function targets(q: Query, ids: number[], state: ControlState): Promise<Ta
   return ids.map((id) => {
     const row = byId.get(id);
     if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-    if (isTerminal(row.state)) throw new EngineError('INVALID_TRANSITION', `task ${id} is ${row.state}; there is no run to ${verb(state)}`, { task_id: id });
+    if (isTerminal(row.state)) throw endedTaskError(id, row.state, state);
     return row;
   });
 }
 
 async function set(q: Query, request: ControlRequest, now: number, events: TaskEvent[]): Promise<number[]> {
   const { actor, state } = request;
-  const reason = request.reason ?? (state === 'stopped' ? 'user_stop' : state === 'paused' ? 'user_pause' : 'user_resume');
+  const reason = controlReason(request);
   const rows = request.target === 'all' ? await q<Row>(LIVE) : await targets(q, request.target, state);
   // The controls of the locked tasks, read once and kept up to date below as they are written.
   const controls = new Map(
@@ -69,34 +69,23 @@ async function set(q: Query, request: ControlRequest, now: number, events: TaskE
   };
   const affected: number[] = [];
   for (const row of rows) {
-    const verdict = mayControl(actor, { id: row.id, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee });
-    if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
-    const control = controls.get(row.id);
-    const current = control?.state ?? 'running';
-    if (state === 'running') {
-      if (current !== 'paused') {
-        if (request.target === 'all') continue;
-        throw new EngineError('INVALID_TRANSITION', `task ${row.id} is not paused (control: ${current})`, { task_id: row.id });
-      }
-      // A pause is lifted by its own authority or a higher one: an operator's pause is the operator's to lift.
-      if (!outranks(actor.role, control?.set_by_role ?? 'agent')) {
-        throw new EngineError('FORBIDDEN', `task ${row.id}: paused by the ${control?.set_by_role}, so only an operator may resume it (${actor.role} ${actor.id} may not)`, { task_id: row.id });
-      }
+    const task = { id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee };
+    const neverRan = asksIfRan(request, task) ? (await q('SELECT id FROM runs WHERE task_id = $1 AND finished_at IS NULL', [row.id])).length === 0 : undefined;
+    const step = controlStep(request, task, controls.get(row.id), neverRan);
+    if (step.kind === 'skip') continue;
+    if (step.kind === 'resume') {
       await remove(row);
       events.push(await appendEvent(q, row.id, 'run.resume_requested', actor, { reason }, now));
-    } else if (state === 'paused') {
-      if (current === 'stopped') continue;
+    } else if (step.kind === 'pause') {
       await put(row, 'paused');
       events.push(await appendEvent(q, row.id, 'run.pause_requested', actor, { reason }, now));
-    } else if (row.state === 'pending' && (await q('SELECT id FROM runs WHERE task_id = $1 AND finished_at IS NULL', [row.id])).length === 0) {
-      // Nothing ever ran: stopping it is cancelling it.
+    } else if (step.kind === 'cancel') {
       await applyMove(q, row, { to: 'cancelled', actor, reason }, now, events);
       await remove(row);
     } else {
       await put(row, 'stopped');
       events.push(await appendEvent(q, row.id, 'run.stop_requested', actor, { reason }, now));
-      // A parked run is finished by the loop: put the task back so a worker resumes it and stops.
-      if (row.state === 'waiting') await applyMove(q, row, { to: 'pending', actor: systemActor('control'), reason }, now, events);
+      if (step.requeue) await applyMove(q, row, { to: 'pending', actor: systemActor('control'), reason }, now, events);
     }
     affected.push(row.id);
   }
@@ -115,12 +104,3 @@ export const pgControls = {
   },
   set,
 };
-
-/** Whether a control set by `setBy` may be lifted by `role`: operators and the system lift anyone's. */
-function outranks(role: string, setBy: string): boolean {
-  return role === 'operator' || role === 'system' || (setBy !== 'operator' && setBy !== 'system');
-}
-
-function verb(state: ControlState): string {
-  return state === 'stopped' ? 'stop' : state === 'paused' ? 'pause' : 'resume';
-}

@@ -16,12 +16,12 @@ import { EngineError } from '../errors.js';
 import type { ClaimedRun } from '../run-store.js';
 import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-rows.js';
 import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type ScreenInfo, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
-import { toTask } from '../task-rows.js';
+import { stageMove, toTask } from '../task-rows.js';
 import type { Actor, ClaimInput, ClaimedTask, Task, TaskEvent } from '../types.js';
 import { toWireBudget } from '../wire.js';
 import { claimTask } from './claim.js';
 import type { Query } from './connection.js';
-import { appendEvent, applyMove, lockTask } from './moves.js';
+import { appendEvent, applyMove, commitMoves, lockTask } from './moves.js';
 import { fenceClaim, fenceTask } from './fence.js';
 
 type RunR = RunRow & Record<string, unknown>;
@@ -215,11 +215,18 @@ export const pgRuns = {
       [input.phase, input.stopReason, JSON.stringify(input.envelope), JSON.stringify(input.usage), now, input.runId],
     );
     events.push(await appendEvent(q, f.taskId, 'run.finished', asAgent(f.agent), { run_id: run!.id, phase: input.phase, stop_reason: input.stopReason }, now));
+    // The moves are checked one by one and the row written once, in its final state (as a
+    // transition's `then`): review → completed is one statement, not two.
+    const staged: TaskEvent[] = [];
     for (const [i, move] of input.moves.entries()) {
       const actor: Actor = move.by === 'assignee' ? asAgent(f.agent) : systemActor(move.systemActor ?? 'loop');
       const last = i === input.moves.length - 1;
-      task = await applyMove(q, task, { to: move.to, actor, reason: move.reason, result: last ? input.result : undefined }, now, events);
+      const { next, event } = stageMove(task, { to: move.to, actor, reason: move.reason, result: last ? input.result : undefined }, now);
+      staged.push(event);
+      events.push(event);
+      task = next;
     }
+    if (staged.length > 0) task = await commitMoves(q, task, staged, now, events);
     await q('DELETE FROM controls WHERE task_id = $1', [f.taskId]);
     return { run: toRun(run!), task: toTask(task) };
   },
