@@ -25,7 +25,8 @@
  * finished step soon after it finished, and a run whose claim was taken stops at that write
  * (STALE_CLAIM) instead of reading on. A read still running at the flush (a slow tool) gets
  * its `started` row then, so a long call shows as running. All of a run's writes go through
- * one queue, in order; a failure of a held-back write surfaces at the run's next write.
+ * one queue, in order; a failure of a held-back write surfaces at the run's next step (the
+ * next write, or the next step it would hold back).
  */
 import type { BeginStepInput, Fence, FinishStepInput, RecordStepInput, RunStore, Step, StepWrite } from '../engine/index.js';
 
@@ -145,6 +146,9 @@ export function createJournal(store: RunStore, fence: Fence): Journal {
     flush().catch((err: unknown) => (failure ??= err));
   };
   function hold(h: Held): void {
+    // A held-back write that failed (a claim taken away: STALE_CLAIM) ends the run at its
+    // next step, not at its next write: a run of reads makes no write of its own.
+    if (failure !== undefined) throw failure;
     if (held.length === 0) since = Date.now();
     held.push(h);
     // A run that never waits on a timer (a loop of fast reads) is flushed by age and size here.

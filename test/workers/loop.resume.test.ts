@@ -144,4 +144,27 @@ describe('resuming a run after a crash', () => {
     await expect(drive()).rejects.toMatchObject({ code: 'STALE_CLAIM' });
     expect((await h.runs.getRun(runId)).steps).toEqual([]);
   });
+
+  it('a run whose claim was taken away stops reading within one flush: its held-back reads are refused, and few ran after the loss', async () => {
+    const h = harness();
+    const reads = Array.from({ length: 2000 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
+    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 5000 }, script: [...reads, { action: 'done' }] }));
+    let calls = 0;
+    let callsAtLoss: number | undefined;
+    const run = drive(loopContext(h, claim), async (e) => {
+      if (e.type !== 'step_finished' || e.step.kind !== 'action') return;
+      calls++;
+      if (calls === 5) {
+        // The lease is lost (the sweep) and another agent claims the task.
+        await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
+        await h.tm.claimTask({ agent: 'thief', start: true });
+        callsAtLoss = calls;
+      }
+    });
+    await expect(run).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    // Reads are not fenced one by one: those held back when the claim went are refused at the
+    // run's next flush (20 ms, or 256 held writes: 128 reads with their decisions), never later.
+    expect(calls - callsAtLoss!).toBeLessThanOrEqual(128);
+    expect(calls).toBeLessThan(reads.length);
+  });
 });
