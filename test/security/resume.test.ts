@@ -51,7 +51,10 @@ describe('crash recovery and the gate', () => {
     // lease runs out and the sweep puts the task back.
     await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: sweeper });
 
-    const again = (await h.tm.claimTask({ agent: 'rescuer', start: true }))!;
+    // The dead worker's held-back steps may be on their way out at this moment (its journal's
+    // flush, refused once the claim is gone); on PostgreSQL a claim meanwhile skips the row it
+    // locks (SKIP LOCKED). Claim until the task is had, as a daemon's next claim would.
+    const again = await waitFor(() => h.tm.claimTask({ agent: 'rescuer', start: true }), 10_000, 'the task to be claimable again');
     await drive(loopContext(h, again));
 
     expect(await tickets.get('T-1050')).toMatchObject({ status: 'open' });
