@@ -90,6 +90,10 @@ const NAME = /^[a-z][a-z0-9_]{0,63}$/;
 export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>): Tool {
   if (!NAME.test(spec.name)) throw new Error(`tool name '${spec.name}' must match ${NAME}`);
   if (spec.kind !== 'read' && spec.kind !== 'write') throw new Error(`tool ${spec.name}: kind must be read or write`);
+  // A call's timer (tools/deadline.ts) fires after 1 ms for a delay it cannot take: refused here, once.
+  if (spec.timeoutMs !== undefined && !(Number.isFinite(spec.timeoutMs) && spec.timeoutMs > 0)) {
+    throw new Error(`tool ${spec.name}: timeoutMs must be a positive number of milliseconds, not ${String(spec.timeoutMs)}`);
+  }
   const parameters = z.toJSONSchema(spec.args, { io: 'input' }) as Record<string, unknown>;
   delete parameters.$schema;
   const shape = strictShape(parameters);
