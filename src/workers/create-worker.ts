@@ -10,10 +10,10 @@
  *   heartbeat write per beat for all of them, however many handlers run; a peer on the same
  *   host that sees its pid gone (reclaimDeadDaemons, every `deadCheckMs`) requeues its tasks
  *   at once;
- * - one claimer, with back-pressure: it claims only while fewer than `concurrency` handlers
- *   run, and after a claim that found nothing it waits for the next commit anywhere or a
- *   handler ending (or `idleMs`), so idle slots cost nothing: a commit makes one claim
- *   attempt, not one per slot;
+ * - one claimer (claimer.ts, the loop a daemon's threads run too), with back-pressure: it
+ *   claims only while fewer than `concurrency` handlers run, and after a claim that found
+ *   nothing it waits for the next commit anywhere or a handler ending (or `idleMs`), so idle
+ *   slots cost nothing: a commit makes one claim attempt, not one per slot;
  * - it runs the stale sweep (for peers on other hosts, whose death shows only as a lease
  *   running out);
  * - every write for a task presents its claim token: a worker that lost its claim gets
@@ -28,17 +28,15 @@
  * requeues the task while attempts remain (max_attempts), else fails it; the reason names
  * the error.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type ClaimedTask, describeError, faultReporter } from '../engine/index.js';
 import { repeat } from './backoff.js';
+import { startClaimer } from './claimer.js';
 import { startHolder } from './holder.js';
 import { type Held, createHeldTasks } from './worker-held.js';
 import { type HandlerOutcome, createOutcomeWriter } from './worker-outcome.js';
 import { type Worker, type WorkerOptions, workerSettings } from './worker-options.js';
 
 export type { Worker, WorkerContext, WorkerHandler, WorkerOptions } from './worker-options.js';
-
-const backoff = (failures: number) => Math.min(2000, 50 * 2 ** Math.min(failures, 6));
 
 export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   const s = workerSettings(opts);
@@ -53,39 +51,7 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
 
   let closing = false;
   let inFlight = 0;
-  const running = new Set<Promise<void>>();
-
-  // The claimer's wake-up. `changed`: something committed since the last claim began, so
-  // the claim may have missed a task. A commit wakes the claimer only while a slot is free;
-  // at capacity only a handler ending (or close) does.
-  let changed = false;
-  let wake: (() => void) | undefined;
-  const rouse = () => {
-    const w = wake;
-    wake = undefined;
-    w?.();
-  };
-  const committed = () => {
-    changed = true;
-    if (inFlight < concurrency) rouse();
-  };
-  /** Resolves on rouse() or after `ms`. */
-  const idle = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(() => rouse(), ms);
-      wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  // A backoff after a failed claim: only close() cuts it short (a commit must not).
-  const halt = new AbortController();
-  const pause = (ms: number) => sleep(ms, undefined, { signal: halt.signal }).catch(() => undefined);
-
-  const unwatch = tm.store.watch(() => {
-    committed();
-    heldTasks.checkSoon();
-  });
+  const running = new Set<Promise<unknown>>();
 
   /** Runs the handler on a claimed task and writes how it ended; the slot's lease is renewed until then. */
   const run = async (task: ClaimedTask, slotId: string): Promise<void> => {
@@ -113,59 +79,55 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
         holder.free(slotId);
         inFlight--;
         running.delete(done);
-        rouse();
+        claimer.freed();
       });
     running.add(done);
   };
 
-  /** The one claimer (see the module comment). */
-  const claimer = async (): Promise<void> => {
-    const report = faultReporter(`worker ${id}: claim`, log);
-    while (!closing) {
-      if (inFlight >= concurrency) {
-        await idle(s.idleMs);
-        continue;
-      }
-      changed = false;
+  // The one claimer (claimer.ts): a slot of its own for each claim.
+  const claimer = startClaimer<{ task: ClaimedTask; slotId: string }>({
+    hasRoom: () => inFlight < concurrency,
+    claim: async () => {
       const slotId = holder.take();
-      let task: ClaimedTask | null;
       try {
-        task = await tm.claimTask({ agent, queue: s.queue, leaseMs: s.leaseMs, start: true, workerId: slotId, ...(s.capabilities === undefined ? {} : { capabilities: s.capabilities }) });
-        report.ok();
+        const task = await tm.claimTask({ agent, queue: s.queue, leaseMs: s.leaseMs, start: true, workerId: slotId, ...(s.capabilities === undefined ? {} : { capabilities: s.capabilities }) });
+        if (task === null) holder.free(slotId);
+        return task === null ? null : { task, slotId };
       } catch (err) {
         holder.free(slotId);
-        report.failed(err);
-        await pause(backoff(report.failures));
-        continue;
+        throw err;
       }
-      if (task === null) {
+    },
+    start: ({ task, slotId }) => {
+      if (!closing) return start(task, slotId);
+      // Claimed as close() began: given back at once, before close() resolves.
+      const given = outcomes.giveBack(task, 'worker closing').finally(() => {
         holder.free(slotId);
-        if (!changed && !closing) await idle(s.idleMs);
-        continue;
-      }
-      if (closing) {
-        await outcomes.giveBack(task, 'worker closing');
-        holder.free(slotId);
-        break;
-      }
-      start(task, slotId);
-    }
-  };
-  const claiming = claimer();
+        running.delete(given);
+      });
+      running.add(given);
+    },
+    report: faultReporter(`worker ${id}: claim`, log),
+    idleMs: s.idleMs,
+  });
+  const unwatch = tm.store.watch(() => {
+    claimer.committed();
+    heldTasks.checkSoon();
+  });
 
   const jobs = [
     repeat(s.deadCheckMs, 5000, async () => {
       const reclaimed = await holder.reclaimGone();
       if (reclaimed.length > 0) {
         log(`reclaimed tasks ${reclaimed.join(', ')} from a peer that is gone`);
-        committed();
+        claimer.committed();
       }
     }, faultReporter('dead-peer check', log)),
   ];
   if (s.sweepMs > 0) {
     jobs.push(repeat(s.sweepMs, Math.max(s.sweepMs, 5000), async () => {
       const swept = await tm.sweep();
-      if (swept.requeued.length + swept.failed.length > 0) committed();
+      if (swept.requeued.length + swept.failed.length > 0) claimer.committed();
     }, faultReporter('sweep', log)));
   }
 
@@ -175,11 +137,10 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   const close = (graceMs = 10_000): Promise<void> => {
     closing$ ??= (async () => {
       closing = true;
-      halt.abort();
+      claimer.stop();
       for (const j of jobs) j.stop();
-      rouse();
       // The heartbeat goes on meanwhile: a handler that ends within the grace keeps its lease.
-      const drained = claiming.then(() => Promise.all([...running])).then(() => true);
+      const drained = claimer.done.then(() => Promise.all([...running])).then(() => true);
       let timer: NodeJS.Timeout | undefined;
       const inTime = await Promise.race([drained, new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs)))]);
       clearTimeout(timer);

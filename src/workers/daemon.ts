@@ -1,8 +1,9 @@
 /**
- * The daemon: a pool of worker threads that claim and run tasks, and the main thread's
- * duties — waking idle workers when any process commits, one heartbeat write per beat for
- * the whole daemon, recognising dead daemons on this host at once, the stale sweep on a
- * cron schedule, the scheduler, and a graceful shutdown that releases what it holds.
+ * The daemon: a pool of worker threads that each claim and run many tasks at once
+ * (worker-serve.ts), and the main thread's duties — one heartbeat write per beat for every
+ * lease the threads hold, logging how each run ended, letting go of what a failed run or
+ * thread held, recognising dead daemons on this host at once, the stale sweep on a cron
+ * schedule, the scheduler, and a graceful shutdown that releases what it holds.
  *
  * Faults: the daemon dies only on purpose. Its options are checked before anything is
  * opened or registered (VALIDATION_FAILED). It refuses to start on a file that fails
@@ -14,12 +15,10 @@
  * one log line, no more claims, and `fault` names it (the CLI exits 1).
  */
 import { hostname } from 'node:os';
-import { BroadcastChannel } from 'node:worker_threads';
+import { BroadcastChannel, MessageChannel } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   EngineError,
-  type ClaimedRun,
-  type ClaimedTask,
   type RunStore,
   type TaskManager,
   createStores,
@@ -36,12 +35,12 @@ import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './d
 
 export { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
 import { cronWithBackoff, repeat } from './backoff.js';
-import { budgetOfTask } from './budget.js';
 import { type Holder, startHolder } from './holder.js';
 import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
-import { type DaemonBroadcast, type WorkerConfig, channelName } from './protocol.js';
+import { createSeats, releaseThread } from './seats.js';
+import { type DaemonBroadcast, type RunEnding, type ThreadNote, type WorkerConfig, channelName } from './protocol.js';
 
 export interface Daemon {
   readonly id: string;
@@ -59,13 +58,6 @@ const isFatal = (err: unknown): err is EngineError => isEngineError(err) && FATA
 /** Store faults a run or a claim may be cut short by, that clear without a restart. */
 const isStoreFault = (code: string): boolean => code.startsWith('STORE_');
 
-/**
- * Capabilities held by one run at a time in a daemon: a desktop run owns the daemon's X
- * display (its keyboard and pointer). While one runs, the daemon claims without offering
- * them, so other desktop tasks wait for it or go to another daemon (route by capability).
- */
-const EXCLUSIVE_CAPABILITIES: ReadonlySet<string> = new Set(['desktop']);
-const holdsExclusive = (task: ClaimedTask): boolean => task.requires.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
 /** How long in-flight steps may take to finish when a fault stops the daemon: their writes are refused anyway. */
 const FATAL_GRACE_MS = 2000;
 
@@ -100,39 +92,23 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     throw err;
   }
   const { id } = holder;
+  const perThread = Math.ceil(concurrency / threads);
   const config: WorkerConfig = {
     dbPath: opts.dbPath,
-    poolSize: poolSizeFor(Math.ceil(concurrency / threads)),
+    poolSize: poolSizeFor(perThread),
     durability: opts.durability ?? 'normal',
     daemonId: id,
     toolModules: opts.toolModules ?? [],
     plugins: opts.plugins ?? [{ module: 'task_enforcer' }],
     writeLock,
     breaker: { ...DEFAULT_BREAKER, ...opts.breaker },
+    claim: { agent, capabilities, queue, leaseMs },
+    perThread,
+    concurrency,
+    seats: createSeats(threads),
   };
 
   let stopping = false;
-  const waiters = new Set<() => void>();
-  // Set by every wake: a commit that lands while a claim is in flight (after its look for a
-  // claimable task) must not wait for the next nap's timeout to be claimed.
-  let woken = false;
-  const wakeAll = () => {
-    woken = true;
-    for (const w of [...waiters]) w();
-  };
-  // Only what can make a task claimable: on PostgreSQL a claim or a step of another daemon sends no NOTIFY.
-  const unwatch = store.watch(wakeAll, 'work');
-  /** Resolves on the next commit anywhere, a freed run slot, stop(), or after `ms`. */
-  const nap = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        waiters.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      waiters.add(done);
-    });
 
   const fatal = (err: EngineError): void => {
     if (fault !== undefined) return;
@@ -144,7 +120,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   const pool: Pool = createPool({
     threads,
-    perThread: Math.ceil(concurrency / threads),
     config,
     onError: (err) => (isFatal(err) ? fatal(err) : log(`worker thread error: ${describeError(err)}`)),
   });
@@ -181,88 +156,72 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (!stopping) await sweepNow();
   };
 
-  let inFlight = 0;
-  let exclusiveRuns = 0;
-  const running = new Set<Promise<void>>();
-
-  /** Runs one claimed task on a thread; its slot stays busy (its lease renewed) until the run ends. */
-  const runClaimed = async (claimed: ClaimedRun, slotId: string, exclusive: boolean): Promise<void> => {
-    let lease: 'keep' | 'let go' = 'keep';
-    try {
-      const reply = await pool.run({ type: 'run', slotId, task: claimed.task, opened: claimed.opened });
-      if (reply.type === 'ran') {
-        log(`task ${reply.taskId} run ${reply.runId}: ${reply.phase} (${reply.stopReason})`);
-      } else if (FATAL_FAULTS.has(reply.error.code)) {
-        fatal(EngineError.from(reply.error));
-      } else if (isStoreFault(reply.error.code)) {
-        // The run stopped at a write that failed (it rolled back): give the task back soon.
-        log(`task ${reply.taskId}: run cut short: ${reply.error.code}: ${reply.error.message}; its lease is let go`);
-        lease = 'let go';
-      } else {
-        log(`task ${reply.taskId}: claim lost (${reply.error.code}): ${reply.error.message}`);
-      }
-    } catch (err) {
-      // The thread failed (a thread that crashed or failed to load; piscina replaces it).
+  /** How a run on a thread ended, from the thread: logged, and its slot freed (its lease let go after a store fault). */
+  const ended = (slot: string, ending: RunEnding): void => {
+    holder.free(slot);
+    if (ending.type === 'ran') {
+      log(`task ${ending.taskId} run ${ending.runId}: ${ending.phase} (${ending.stopReason})`);
+    } else if (ending.type === 'failed') {
       // Whatever the run held comes back through the sweep once its lease is let go.
-      if (isFatal(err)) fatal(err);
-      else {
-        log(`worker ${slotId} failed: ${describeError(err)} (task ${claimed.task.id}; its lease is let go)`);
-        lease = 'let go';
-      }
-    } finally {
-      holder.free(slotId);
-      inFlight--;
-      if (exclusive) exclusiveRuns--;
-      wakeAll();
+      log(`worker ${slot} failed: ${ending.error.message} (task ${ending.taskId}; its lease is let go)`);
+      void letGo(slot);
+    } else if (FATAL_FAULTS.has(ending.error.code)) {
+      fatal(EngineError.from(ending.error));
+    } else if (isStoreFault(ending.error.code)) {
+      // The run stopped at a write that failed (it rolled back): give the task back soon.
+      log(`task ${ending.taskId}: run cut short: ${ending.error.code}: ${ending.error.message}; its lease is let go`);
+      void letGo(slot);
+    } else {
+      log(`task ${ending.taskId}: claim lost (${ending.error.code}): ${ending.error.message}`);
     }
-    if (lease === 'let go') await letGo(slotId);
   };
 
   /**
-   * The daemon's one claimer: it claims only while a run slot is free (back-pressure: a
-   * daemon never holds a task it cannot start), each claim with its run opened in the same
-   * transaction, and after finding nothing waits for the next commit anywhere.
+   * One thread's serving, for the daemon's life: the thread claims and runs (worker-serve.ts)
+   * and says over its port what it holds, so the heartbeat renews those leases. A thread that
+   * dies (an uncaught exception in a tool; piscina replaces it) or fails to set up is asked
+   * again after a backoff; the leases of what it held are let go, so the sweep gives those
+   * tasks back soon.
    */
-  const dispatch = async (): Promise<void> => {
-    const report = faultReporter('claim', quiet);
-    while (!stopping) {
-      if (inFlight >= concurrency) {
-        await nap(1000);
-        continue;
-      }
-      woken = false;
-      const slotId = holder.take();
-      const offered = exclusiveRuns > 0 ? capabilities.filter((c) => !EXCLUSIVE_CAPABILITIES.has(c)) : capabilities;
-      let claimed: ClaimedRun | null;
+  const serveThread = async (thread: number): Promise<void> => {
+    for (let failures = 0; !stopping; ) {
+      const { port1, port2 } = new MessageChannel();
+      const held = new Map<string, number>();
+      port1.on('message', (n: ThreadNote) => {
+        if (n.type === 'held') {
+          holder.hold(n.slot);
+          held.set(n.slot, n.taskId);
+        } else if (n.type === 'ended') {
+          held.delete(n.slot);
+          ended(n.slot, n.ending);
+        } else if (n.type === 'log') quiet(n.line);
+        else fatal(EngineError.from(n.error));
+      });
       try {
-        // A daemon runs cards: a task without one is left for an agent to claim.
-        claimed = await runs.claimRun({ agent, capabilities: offered, queue, leaseMs, workerId: slotId, withCard: true }, (task, now) => budgetOfTask(task.card, now));
-        report.ok();
+        await pool.serve({ type: 'serve', thread, port: port2 });
+        failures = 0;
       } catch (err) {
-        holder.free(slotId);
-        if (isFatal(err)) {
-          fatal(err);
-          return;
+        // The thread's last notes may still be on their way: read them before letting go.
+        await new Promise((r) => setImmediate(r));
+        // What it held of the daemon's limits is free again (piscina starts a new thread).
+        releaseThread(config.seats, thread);
+        // Threads still busy when the grace ran out: stop() lets go of their leases itself.
+        if (stopping) return;
+        if (isFatal(err)) fatal(err);
+        else if (held.size === 0) quiet(`worker thread ${thread} failed: ${describeError(err)}; starting it again`);
+        for (const [slot, taskId] of held) {
+          log(`worker ${slot} failed: ${describeError(err)} (task ${taskId}; its lease is let go)`);
+          holder.free(slot);
+          void letGo(slot);
         }
-        report.failed(err);
-        await pause(backoff(report.failures));
-        continue;
+        failures++;
+        await pause(backoff(failures));
+      } finally {
+        port1.close();
       }
-      if (claimed === null) {
-        holder.free(slotId);
-        // Something committed during the claim: look again at once rather than after a nap.
-        if (!woken) await nap(1000);
-        continue;
-      }
-      const exclusive = holdsExclusive(claimed.task);
-      inFlight++;
-      if (exclusive) exclusiveRuns++;
-      const done = runClaimed(claimed, slotId, exclusive);
-      running.add(done);
-      void done.finally(() => running.delete(done));
     }
   };
-  const dispatching = dispatch();
+  const serving = Array.from({ length: threads }, (_, thread) => serveThread(thread));
 
   const jobs: Job[] = [];
   jobs.push(
@@ -270,7 +229,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const reclaimed = await holder.reclaimGone();
       if (reclaimed.length > 0) {
         log(`reclaimed tasks ${reclaimed.join(', ')} from a daemon that is gone`);
-        wakeAll();
       }
     }, faultReporter('dead-daemon check', quiet)),
     cronWithBackoff(opts.sweepCron ?? '*/5 * * * * *', async () => {
@@ -301,15 +259,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       for (const j of jobs) j.stop();
       const channel = new BroadcastChannel(channelName(id));
       channel.postMessage({ type: 'drain' } satisfies DaemonBroadcast);
-      wakeAll();
-      const drained = dispatching.then(() => Promise.all([...running])).then(() => true);
+      const drained = Promise.all(serving).then(() => true);
       const inTime = await Promise.race([drained, new Promise<false>((r) => setTimeout(() => r(false), graceMs).unref())]);
       channel.close();
       if (!inTime) log(`grace period of ${graceMs} ms over; stopping the threads that are still busy`);
       // Leases of anything still held are let go now, so another daemon takes over at once.
       for (const s of holder.busy()) await runs.expireSlot(s).catch(() => undefined);
       await pool.destroy();
-      unwatch();
       await holder.stop();
       await tm.close();
       resolveStopped();

@@ -23,6 +23,8 @@ export interface Holder {
   readonly host: string;
   /** A fresh slot id: claim with it as `workerId`, and its lease is renewed until `free`. */
   take(): string;
+  /** A slot named elsewhere (a daemon's thread claims with `<holder id>/<thread>.<n>`): renewed until `free`. */
+  hold(slotId: string): void;
   free(slotId: string): void;
   /** The slots in use now. */
   busy(): string[];
@@ -107,6 +109,7 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
       slots.add(slot);
       return slot;
     },
+    hold: (slot) => void slots.add(slot),
     free: (slot) => void slots.delete(slot),
     busy: () => [...slots],
     async reclaimGone() {

@@ -165,6 +165,21 @@ describe('a daemon holds many runs per thread', () => {
     expect(await peer.exited).toBe(0);
   });
 
+  it('--concurrency 1 on 2 threads that each claim for themselves: one run at a time in the daemon, each task claimed once', async () => {
+    const tm = freshManager();
+    const ids = await createWaiting(tm, 8, [{ action: 'tool', tool: 'wait', args: { ms: 150 } }, { action: 'done' }]);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '1']);
+    await waitFor(async () => (await states(tm, ids)).completed === 8, 30_000, 'all 8 tasks to complete');
+    // The threads share the daemon's count of runs in flight (a seat is taken before a claim).
+    expect(maxOverlap(actionSteps(tm.path, 'wait'))).toBe(1);
+    const db = new Database(tm.path, { readonly: true });
+    const claims = (db.prepare("SELECT count(*) AS n FROM task_events WHERE type = 'task.claimed'").get() as { n: number }).n;
+    db.close();
+    expect(claims).toBe(8);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
   it('one desktop run at a time per daemon (its display): desktop tasks wait their turn while others run beside them', async () => {
     const tm = freshManager();
     const card = daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 400 } }, { action: 'done' }] });

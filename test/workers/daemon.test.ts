@@ -62,7 +62,8 @@ describe('taskloop daemon', () => {
 
   it('a worker thread that crashes is replaced; its task comes back through the sweep; the daemon keeps serving', async () => {
     const tm = freshManager();
-    const d = await startDaemonProcess(tm.path, ['--workers', '1', '--sweep', '* * * * * *']);
+    // One seat in all: the dead thread's seat must come back, or nothing would run again.
+    const d = await startDaemonProcess(tm.path, ['--workers', '1', '--concurrency', '1', '--sweep', '* * * * * *']);
     const crash = (await tm.createTask({ title: 'crash', card: daemonCard({ allowed_tools: ['crash_thread'], script: [{ action: 'tool', tool: 'crash_thread' }] }), maxAttempts: 1 }, operator)).task;
     await d.waitForLine(/worker .* failed: crash_thread: boom/);
     const fine = (await tm.createTask({ title: 'fine', card: daemonCard() }, operator)).task;

@@ -1,0 +1,131 @@
+/**
+ * What a daemon's worker thread does with its one `serve` request: it claims for itself and
+ * runs what it claimed, many runs at once, until the daemon drains. Claiming on the thread
+ * that runs the task saves the hand-off a main-thread claimer cost (the claimed row crossing
+ * threads, a wake of the main thread and of the worker per task): measured, one daemon's CPU
+ * per one-tool task fell from 5.7 to 3.6 ms (BENCHMARKS.md).
+ *
+ * Back-pressure across the threads (seats.ts): a thread holds at most `perThread` runs, and
+ * a seat in the daemon's shared count is taken before each claim, so the daemon never holds
+ * more than `concurrency` tasks, `--concurrency 1` included. An exclusive capability
+ * (desktop: one run per display) is offered only by the thread that holds the daemon's
+ * token, taken before the claim and kept while the run it claimed holds the display, so two
+ * threads never both claim a desktop task.
+ *
+ * The thread tells the main thread what it holds (ThreadNote, protocol.ts): the main thread's
+ * one heartbeat renews those leases, logs how each run ended, lets go of the lease of a run
+ * a store fault cut short, and lets go of everything a thread held if the thread dies.
+ */
+import type { MessagePort } from 'node:worker_threads';
+import { type ClaimedRun, type RunStore, type TaskStore, FATAL_FAULTS, faultReporter, isEngineError, storeError, describeError } from '../engine/index.js';
+import { budgetOfTask } from './budget.js';
+import { startClaimer } from './claimer.js';
+import { type RunEnding, type ServeReply, type ThreadNote, type WorkerConfig, EXCLUSIVE_CAPABILITIES } from './protocol.js';
+import type { Runner } from './runner.js';
+import { freeSeat, freeToken, seatsTaken, takeSeat, takeToken } from './seats.js';
+
+export interface ServeContext {
+  config: WorkerConfig;
+  thread: number;
+  port: MessagePort;
+  store: TaskStore;
+  runs: RunStore;
+  runner: Runner;
+  /** True once the daemon drains (its broadcast). */
+  draining(): boolean;
+  /** Called once when the daemon drains. */
+  onDrain(fn: () => void): void;
+}
+
+interface Claimed {
+  claimed: ClaimedRun;
+  slot: string;
+  exclusive: boolean;
+}
+
+export async function serve(ctx: ServeContext): Promise<ServeReply> {
+  const { config, port, runs, runner } = ctx;
+  const { agent, capabilities, queue, leaseMs } = config.claim;
+  const seats = config.seats;
+  const note = (n: ThreadNote) => port.postMessage(n);
+  const wantsExclusive = capabilities.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
+  const shared = capabilities.filter((c) => !EXCLUSIVE_CAPABILITIES.has(c));
+  let inFlight = 0;
+  let next = 0;
+  let ran = 0;
+  const running = new Set<Promise<void>>();
+
+  const { thread } = ctx;
+  const hasRoom = () => !ctx.draining() && inFlight < config.perThread && seatsTaken(seats) < config.concurrency;
+
+  const runOne = async ({ claimed, slot, exclusive }: Claimed): Promise<void> => {
+    const { task, opened } = claimed;
+    let ending: RunEnding;
+    try {
+      const r = await runner.drive(task, { opened, draining: ctx.draining });
+      ending = { type: 'ran', taskId: r.taskId, runId: r.runId, phase: r.phase, stopReason: r.stopReason };
+    } catch (err) {
+      // A lost claim (STALE_CLAIM) ends this thread's part: the new owner carries on. A
+      // SQLite error is told by its fault's code; anything else is a failed run.
+      const e = storeError(err, config.dbPath, 'worker');
+      ending = isEngineError(e) ? { type: 'lost', taskId: task.id, error: e.toJSON() } : { type: 'failed', taskId: task.id, error: { message: describeError(e) } };
+    } finally {
+      inFlight--;
+      freeSeat(seats, thread);
+      if (exclusive) freeToken(seats, thread);
+    }
+    ran++;
+    note({ type: 'ended', slot, ending });
+    claimer.freed();
+  };
+
+  const claimer = startClaimer<Claimed>({
+    hasRoom,
+    claim: async () => {
+      if (!takeSeat(seats, thread, config.concurrency)) return null;
+      // The display's token first, so that no two threads claim a desktop task at once.
+      const token = wantsExclusive && takeToken(seats, thread);
+      const slot = `${config.daemonId}/${thread}.${next++}`;
+      let claimed: ClaimedRun | null;
+      try {
+        // A daemon runs cards: a task without one is left for an agent to claim.
+        claimed = await runs.claimRun({ agent, capabilities: token ? capabilities : shared, queue, leaseMs, workerId: slot, withCard: true }, (t, now) => budgetOfTask(t.card, now));
+      } catch (err) {
+        freeSeat(seats, thread);
+        if (token) freeToken(seats, thread);
+        throw err;
+      }
+      const exclusive = token && claimed !== null && claimed.task.requires.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
+      if (token && !exclusive) freeToken(seats, thread);
+      if (claimed === null) freeSeat(seats, thread);
+      return claimed === null ? null : { claimed, slot, exclusive };
+    },
+    start: (c) => {
+      inFlight++;
+      note({ type: 'held', slot: c.slot, taskId: c.claimed.task.id });
+      const done = runOne(c);
+      running.add(done);
+      void done.finally(() => running.delete(done));
+    },
+    fatal: (err) => {
+      const e = storeError(err, config.dbPath, 'worker');
+      if (!isEngineError(e) || !FATAL_FAULTS.has(e.code)) return false;
+      note({ type: 'fault', error: e.toJSON() });
+      return true;
+    },
+    report: faultReporter(`thread ${thread}: claim`, (line) => note({ type: 'log', line })),
+    idleMs: 1000,
+  });
+  // Only what can make a task claimable (on PostgreSQL a step of another daemon sends no NOTIFY).
+  const unwatch = ctx.store.watch(() => claimer.committed(), 'work');
+  ctx.onDrain(() => claimer.stop());
+  if (ctx.draining()) claimer.stop();
+  try {
+    await claimer.done;
+    // Runs let go at their next step boundary once draining (runner.ts).
+    while (running.size > 0) await Promise.all([...running]);
+  } finally {
+    unwatch();
+  }
+  return { type: 'served', ran };
+}
