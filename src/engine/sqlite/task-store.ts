@@ -138,7 +138,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
       if (!shared) checkpointer.noteCommit();
     } else if (background && (shared ? Atomics.load(lock, 3) >= CHECKPOINTER_AFTER : ++commits === CHECKPOINTER_AFTER) && claimCheckpointer(lock)) {
       try {
-        checkpointer = startCheckpointer(resolve(path), opts.durability, db.pragma('wal_autocheckpoint', { simple: true }) as number, undefined, undefined, shared ? lock : undefined);
+        checkpointer = startCheckpointer(resolve(path), opts.durability, undefined, undefined, shared ? lock : undefined);
       } catch {
         // No worker thread: SQLite's inline auto-checkpoint stays in charge.
       }
