@@ -62,13 +62,20 @@ export function releaseWriteLock(lock: Int32Array): void {
  */
 export async function whenUnlocked(lock: Int32Array): Promise<void> {
   const started = Date.now();
-  while (Atomics.load(lock, 0) !== 0) {
-    const waited = Atomics.waitAsync(lock, 0, 1, 5);
-    if (waited.async) await waited.value;
-    if (Date.now() - started > STEAL_AFTER_MS) {
-      Atomics.store(lock, 0, 0);
-      return;
+  // Atomics.waitAsync keeps no event loop alive: a thread whose only work was this wait
+  // would end silently, its write never made. A timer keeps it alive while it waits.
+  const alive = setInterval(() => undefined, STEAL_AFTER_MS);
+  try {
+    while (Atomics.load(lock, 0) !== 0) {
+      const waited = Atomics.waitAsync(lock, 0, 1, 5);
+      if (waited.async) await waited.value;
+      if (Date.now() - started > STEAL_AFTER_MS) {
+        Atomics.store(lock, 0, 0);
+        return;
+      }
     }
+  } finally {
+    clearInterval(alive);
   }
 }
 
