@@ -39,7 +39,7 @@ import { type Holder, startHolder } from './holder.js';
 import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
-import { createSeats, releaseThread } from './seats.js';
+import { createSeats, drainSeats, releaseThread } from './seats.js';
 import { type DaemonBroadcast, type RunEnding, type ThreadNote, type WorkerConfig, channelName } from './protocol.js';
 
 export interface Daemon {
@@ -180,44 +180,50 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
    * One thread's serving, for the daemon's life: the thread claims and runs (worker-serve.ts)
    * and says over its port what it holds, so the heartbeat renews those leases. A thread that
    * dies (an uncaught exception in a tool; piscina replaces it) or fails to set up is asked
-   * again after a backoff; the leases of what it held are let go, so the sweep gives those
-   * tasks back soon.
+   * again after a backoff (one log line per streak); the leases of what it held are let go,
+   * so the sweep gives those tasks back soon.
    */
   const serveThread = async (thread: number): Promise<void> => {
-    for (let failures = 0; !stopping; ) {
+    const report = faultReporter(`worker thread ${thread}`, quiet);
+    for (let generation = 0; !stopping; generation++) {
       const { port1, port2 } = new MessageChannel();
       const held = new Map<string, number>();
+      let lastNote!: () => void;
+      const served = new Promise<void>((resolve) => (lastNote = resolve));
       port1.on('message', (n: ThreadNote) => {
-        if (n.type === 'held') {
+        if (n.type === 'ready') report.ok();
+        else if (n.type === 'held') {
           holder.hold(n.slot);
           held.set(n.slot, n.taskId);
         } else if (n.type === 'ended') {
           held.delete(n.slot);
           ended(n.slot, n.ending);
         } else if (n.type === 'log') quiet(n.line);
-        else fatal(EngineError.from(n.error));
+        else if (n.type === 'fault') fatal(EngineError.from(n.error));
+        else lastNote();
       });
       try {
-        await pool.serve({ type: 'serve', thread, port: port2 });
-        failures = 0;
+        await pool.serve({ type: 'serve', thread, generation, port: port2 });
+        // The reply travels on piscina's port: the thread's last notes may still be on theirs.
+        await Promise.race([served, sleep(1000)]);
+        port1.close();
       } catch (err) {
-        // The thread's last notes may still be on their way: read them before letting go.
-        await new Promise((r) => setImmediate(r));
+        // A dead thread's last notes may still be queued: read them, then hear no more (a
+        // note read after the walk below would renew a lease no run holds).
+        await sleep(20);
+        port1.close();
         // What it held of the daemon's limits is free again (piscina starts a new thread).
         releaseThread(config.seats, thread);
         // Threads still busy when the grace ran out: stop() lets go of their leases itself.
         if (stopping) return;
-        if (isFatal(err)) fatal(err);
-        else if (held.size === 0) quiet(`worker thread ${thread} failed: ${describeError(err)}; starting it again`);
+        if (isFatal(err)) return fatal(err);
         for (const [slot, taskId] of held) {
-          log(`worker ${slot} failed: ${describeError(err)} (task ${taskId}; its lease is let go)`);
+          quiet(`worker ${slot} failed: ${describeError(err)} (task ${taskId}; its lease is let go)`);
           holder.free(slot);
           void letGo(slot);
         }
-        failures++;
-        await pause(backoff(failures));
-      } finally {
-        port1.close();
+        report.failed(err);
+        await pause(backoff(report.failures));
       }
     }
   };
@@ -257,6 +263,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       stopping = true;
       halt.abort();
       for (const j of jobs) j.stop();
+      drainSeats(config.seats);
       const channel = new BroadcastChannel(channelName(id));
       channel.postMessage({ type: 'drain' } satisfies DaemonBroadcast);
       const drained = Promise.all(serving).then(() => true);

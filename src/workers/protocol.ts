@@ -33,16 +33,16 @@ export interface WorkerConfig {
 /** The one request a thread gets: claim and run until the daemon drains. */
 export interface ServeRequest {
   type: 'serve';
-  /** The thread's number, part of its slot ids (`<daemon id>/<thread>.<n>`). */
+  /** The thread's number and this request's generation, part of its slot ids (`<daemon id>/<thread>.<generation>.<n>`): a restarted thread never reuses a slot id. */
   thread: number;
+  generation: number;
   /** Where the thread tells the main thread what it holds (ThreadNote). */
   port: MessagePort;
 }
 
-/** A serve request's answer: the thread drained. */
+/** A serve request's answer: the thread drained (its `served` note, the last on its port, says so too). */
 export interface ServeReply {
   type: 'served';
-  ran: number;
 }
 
 /** How one run on a thread ended. */
@@ -54,11 +54,15 @@ export type RunEnding =
 
 /** From a thread to the main thread, over its serve request's port. */
 export type ThreadNote =
+  /** Set up (tools, plugins, store): claiming starts. */
+  | { type: 'ready' }
   | { type: 'held'; slot: string; taskId: number }
   | { type: 'ended'; slot: string; ending: RunEnding }
   | { type: 'log'; line: string }
   /** A fault after which nothing may be written (STORE_CORRUPT, STORE_REPLACED). */
-  | { type: 'fault'; error: SerializedError };
+  | { type: 'fault'; error: SerializedError }
+  /** The last note: every note before it on this port has been delivered (a port keeps its order; the serve reply travels on another). */
+  | { type: 'served' };
 
 /** Broadcast from the main thread to every worker of one daemon. */
 export type DaemonBroadcast = { type: 'drain' };

@@ -5,14 +5,23 @@
  * counted apart, so that when a thread dies the main thread gives back exactly what it held
  * (a leaked seat would shrink the daemon for good: with `--concurrency 1`, to nothing).
  *
+ * It also holds the daemon's drain flag: a thread that is still starting when the daemon
+ * drains (a replacement for one that crashed, or any thread of a daemon stopped within
+ * moments of its start) has no channel yet to hear the broadcast on, and reads the flag.
+ *
  * Layout (Int32Array over a SharedArrayBuffer): [0] seats taken in all, [1] the token's
- * holder (0 none, else thread + 1), [2 + t] seats taken by thread t.
+ * holder (0 none, else thread + 1), [2] draining (0 or 1), [3 + t] seats taken by thread t.
  */
 const TOTAL = 0;
 const TOKEN = 1;
-const mine = (thread: number) => 2 + thread;
+const DRAINING = 2;
+const mine = (thread: number) => 3 + thread;
 
-export const createSeats = (threads: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (2 + threads)));
+export const createSeats = (threads: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (3 + threads)));
+
+/** The daemon drains: no thread claims again. */
+export const drainSeats = (seats: Int32Array): void => void Atomics.store(seats, DRAINING, 1);
+export const seatsDraining = (seats: Int32Array): boolean => Atomics.load(seats, DRAINING) === 1;
 
 export const seatsTaken = (seats: Int32Array): number => Atomics.load(seats, TOTAL);
 

@@ -27,6 +27,7 @@ import { freeSeat, freeToken, seatsTaken, takeSeat, takeToken } from './seats.js
 export interface ServeContext {
   config: WorkerConfig;
   thread: number;
+  generation: number;
   port: MessagePort;
   store: TaskStore;
   runs: RunStore;
@@ -44,7 +45,7 @@ interface Claimed {
 }
 
 export async function serve(ctx: ServeContext): Promise<ServeReply> {
-  const { config, port, runs, runner } = ctx;
+  const { config, port, runs, runner, generation } = ctx;
   const { agent, capabilities, queue, leaseMs } = config.claim;
   const seats = config.seats;
   const note = (n: ThreadNote) => port.postMessage(n);
@@ -52,7 +53,6 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
   const shared = capabilities.filter((c) => !EXCLUSIVE_CAPABILITIES.has(c));
   let inFlight = 0;
   let next = 0;
-  let ran = 0;
   const running = new Set<Promise<void>>();
 
   const { thread } = ctx;
@@ -74,18 +74,22 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
       freeSeat(seats, thread);
       if (exclusive) freeToken(seats, thread);
     }
-    ran++;
     note({ type: 'ended', slot, ending });
-    claimer.freed();
+    claimer?.freed();
   };
 
-  const claimer = startClaimer<Claimed>({
+  // Subscribed before the claimer starts: a commit during its first claim is not missed.
+  let claimer: ReturnType<typeof startClaimer<Claimed>> | undefined;
+  // Only what can make a task claimable (on PostgreSQL a step of another daemon sends no NOTIFY).
+  const unwatch = ctx.store.watch(() => claimer?.committed(), 'work');
+  note({ type: 'ready' });
+  claimer = startClaimer<Claimed>({
     hasRoom,
     claim: async () => {
       if (!takeSeat(seats, thread, config.concurrency)) return null;
       // The display's token first, so that no two threads claim a desktop task at once.
       const token = wantsExclusive && takeToken(seats, thread);
-      const slot = `${config.daemonId}/${thread}.${next++}`;
+      const slot = `${config.daemonId}/${thread}.${generation}.${next++}`;
       let claimed: ClaimedRun | null;
       try {
         // A daemon runs cards: a task without one is left for an agent to claim.
@@ -116,16 +120,16 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     report: faultReporter(`thread ${thread}: claim`, (line) => note({ type: 'log', line })),
     idleMs: 1000,
   });
-  // Only what can make a task claimable (on PostgreSQL a step of another daemon sends no NOTIFY).
-  const unwatch = ctx.store.watch(() => claimer.committed(), 'work');
-  ctx.onDrain(() => claimer.stop());
-  if (ctx.draining()) claimer.stop();
+  const claiming = claimer;
+  ctx.onDrain(() => claiming.stop());
+  if (ctx.draining()) claiming.stop();
   try {
-    await claimer.done;
+    await claiming.done;
     // Runs let go at their next step boundary once draining (runner.ts).
     while (running.size > 0) await Promise.all([...running]);
   } finally {
     unwatch();
   }
-  return { type: 'served', ran };
+  note({ type: 'served' });
+  return { type: 'served' };
 }

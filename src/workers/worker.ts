@@ -1,12 +1,14 @@
 /**
- * A daemon worker thread (piscina entry). Each thread opens its own connection, loads its
- * tools and plugins once, and serves one long request: it claims for itself and runs many
- * tasks at once (worker-serve.ts), a run waiting on a model, a tool or a timer being a
- * pending promise, not a busy thread.
+ * A daemon worker thread (piscina entry). Each serve request (one for the thread's life,
+ * unless it fails and the main thread asks again) loads the tools and plugins, opens the
+ * thread's own connection, and claims for itself and runs many tasks at once
+ * (worker-serve.ts), a run waiting on a model, a tool or a timer being a pending promise,
+ * not a busy thread.
  */
 import { BroadcastChannel, workerData } from 'node:worker_threads';
 import { createStores, createTaskManager, storeError, toThread } from '../engine/index.js';
 import { type DaemonBroadcast, type ServeReply, type ServeRequest, type WorkerConfig, channelName } from './protocol.js';
+import { seatsDraining } from './seats.js';
 import { createRunner } from './runner.js';
 import { serve } from './worker-serve.js';
 import { loadTools } from './tool-modules.js';
@@ -14,7 +16,8 @@ import { loadPlugins } from '../plugins/load.js';
 import { ticketStoreFor } from '../tools/tickets.js';
 
 const config = workerData as WorkerConfig;
-let draining = false;
+// The broadcast wakes a thread that is running; the shared flag tells one that started after it.
+let draining = seatsDraining(config.seats);
 const onDrain = new Set<() => void>();
 const channel = new BroadcastChannel(channelName(config.daemonId));
 channel.onmessage = (message) => {
@@ -40,11 +43,12 @@ export default async function work(request: ServeRequest): Promise<ServeReply> {
     return await serve({
       config,
       thread: request.thread,
+      generation: request.generation,
       port: request.port,
       store: stores.store,
       runs: stores.runs,
       runner,
-      draining: () => draining,
+      draining: () => draining || (draining = seatsDraining(config.seats)),
       onDrain: (fn) => void onDrain.add(fn),
     });
   } catch (err) {

@@ -203,6 +203,20 @@ describe('taskloop daemon', () => {
     expect(await rescuer.exited).toBe(0);
   });
 
+  it('SIGTERM the moment a daemon has started: a thread still starting (it missed the drain broadcast) claims nothing, so every task is pending after the exit', async () => {
+    const tm = freshManager();
+    const card = daemonCard({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 1000 } }, { action: 'done' }] });
+    await tm.createTasks(Array.from({ length: 6 }, (_, i) => ({ title: `t${i}`, card })), operator);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2', '--grace', '10s']);
+    d.child.kill('SIGTERM');
+    expect(await d.exited, d.lines.join('\n')).toBe(0);
+    // A thread that was up in time may have claimed: its run let go after its step. One that
+    // was still starting must not claim at all (it used to, and ran tasks to their end).
+    const tasks = await tm.findTasks({ limit: 10 });
+    expect(tasks.map((t) => t.state)).toEqual(Array(6).fill('pending'));
+    expect(d.lines.join('\n')).not.toMatch(/grace period .* over/);
+  });
+
   it('a daemon runs cards: a task created without one is left pending for an agent to claim', async () => {
     const tm = freshManager();
     const bare = (await tm.createTask({ title: 'for a person or an agent', priority: 10 }, operator)).task;
