@@ -2,8 +2,9 @@
  * What a daemon's worker thread does with its one `serve` request: it claims for itself and
  * runs what it claimed, many runs at once, until the daemon drains. Claiming on the thread
  * that runs the task saves the hand-off a main-thread claimer cost (the claimed row crossing
- * threads, a wake of the main thread and of the worker per task): measured, one daemon's CPU
- * per one-tool task fell from 5.7 to 3.6 ms (BENCHMARKS.md).
+ * threads, a wake of the main thread and of the worker per task): measured alternately in
+ * bench:scale, one daemon drained 288–347 one-tool tasks/s before and 374–420 after
+ * (BENCHMARKS.md, issue 12 session 8).
  *
  * Back-pressure across the threads (seats.ts): a thread holds at most `perThread` runs, and
  * a seat in the daemon's shared count is taken before each claim, so the daemon never holds
