@@ -5,6 +5,9 @@
 import type { FaultReporter } from '../engine/index.js';
 import { type Job, every } from './cron.js';
 
+/** How long to wait after `failures` failures in a row of a claim or a write retried until it works: 50 ms doubling, at most 2 s. */
+export const retryDelayMs = (failures: number): number => Math.min(2000, 50 * 2 ** Math.min(failures, 6));
+
 /**
  * Runs `fn` every `intervalMs` until stopped. A failure is reported (one line per streak) and
  * the next try waits twice as long, up to `maxMs`; the first success restores the interval.

@@ -10,6 +10,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { FaultReporter } from '../engine/index.js';
+import { retryDelayMs } from './backoff.js';
 
 export interface ClaimerOptions<T> {
   /** Whether the host can start one more now. */
@@ -35,8 +36,6 @@ export interface Claimer {
   /** Resolves once the loop has ended. */
   readonly done: Promise<void>;
 }
-
-const backoff = (failures: number) => Math.min(2000, 50 * 2 ** Math.min(failures, 6));
 
 export function startClaimer<T>(o: ClaimerOptions<T>): Claimer {
   let stopped = false;
@@ -73,7 +72,7 @@ export function startClaimer<T>(o: ClaimerOptions<T>): Claimer {
       } catch (err) {
         if (o.fatal?.(err) === true) return;
         o.report.failed(err);
-        await pause(backoff(o.report.failures));
+        await pause(retryDelayMs(o.report.failures));
         continue;
       }
       if (claimed === null) {

@@ -34,7 +34,7 @@ import type { Job } from './cron.js';
 import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
 
 export { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
-import { cronWithBackoff, repeat } from './backoff.js';
+import { cronWithBackoff, repeat, retryDelayMs } from './backoff.js';
 import { type Holder, startHolder } from './holder.js';
 import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
@@ -134,7 +134,6 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   // Backoff after failures: a timer that only stop() cuts short (a commit must not, unlike nap).
   const halt = new AbortController();
   const pause = (ms: number) => sleep(ms, undefined, { signal: halt.signal }).catch(() => undefined);
-  const backoff = (failures: number) => Math.min(2000, 50 * 2 ** Math.min(failures, 6));
 
   /**
    * Lets go of the lease a slot holds, trying until a write works again (a full disk), then
@@ -148,7 +147,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         break;
       } catch (err) {
         if (isFatal(err) || stopping) return;
-        await pause(backoff(failures));
+        await pause(retryDelayMs(failures));
       }
     }
     await sweepNow();
@@ -223,7 +222,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
           void letGo(slot);
         }
         report.failed(err);
-        await pause(backoff(report.failures));
+        await pause(retryDelayMs(report.failures));
       }
     }
   };
