@@ -63,6 +63,12 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             options: parsed,
           };
         });
+        // Heard from the start: a signal while the daemon starts (its threads, its server) is
+        // kept and acted on once it has started, instead of killing the process untidily.
+        let asked: string | undefined;
+        let shutdown = (signal: string): void => void (asked ??= signal);
+        process.once('SIGINT', () => shutdown('SIGINT'));
+        process.once('SIGTERM', () => shutdown('SIGTERM'));
         const daemon = await startDaemon(options);
         const server = httpPort === undefined
           ? undefined
@@ -77,13 +83,12 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             await daemon.stop(graceMs);
             throw err;
           });
-        const shutdown = (signal: string) => {
+        shutdown = (signal: string) => {
           ctx.log(`${signal}: stopping (grace ${graceMs} ms)`);
           // The server first: its runs are given back while the daemon's store is still open.
           void (server?.close(graceMs) ?? Promise.resolve()).finally(() => daemon.stop(graceMs));
         };
-        process.once('SIGINT', () => shutdown('SIGINT'));
-        process.once('SIGTERM', () => shutdown('SIGTERM'));
+        if (asked !== undefined) shutdown(asked);
         await daemon.stopped;
         // Stopped by a fault (the file is damaged or was replaced): exit 1 naming it.
         if (daemon.fault !== undefined) {
