@@ -36,7 +36,7 @@ const agent = { id: 'agent-1', role: 'agent' } as const;
 const BUDGET: Budget = { maxSteps: 20, maxFailures: 3, maxWriteCalls: null, maxPending: null, deadlineAt: null, maxTokens: 1000, maxCost: null };
 
 describe('round trips on PostgreSQL', () => {
-  it('a claim is 3 round trips and a move 3 (lock or pick with BEGIN, one statement for row, dependents and events, commit)', async () => {
+  it('a claim is 2 round trips and a move 2 (lock or pick with BEGIN; one statement for row, dependents and events, with the COMMIT)', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
     const { task: first } = await tm.createTask({ title: 'first' }, operator);
@@ -48,15 +48,16 @@ describe('round trips on PostgreSQL', () => {
       return tm.claimTask({ agent: agent.id, start: true });
     });
     const create = claims.findIndex((s) => /COMMIT/.test(s));
-    expect(claims.length - create - 1).toBe(3);
+    expect(claims.length - create - 1).toBe(2);
     expect(claims[create + 1]).toMatch(/BEGIN; EXECUTE taskloop_pick\(/);
+    expect(claims[create + 2]).toMatch(/^EXECUTE taskloop_h[0-9a-f]+\(.*\); COMMIT$/s);
 
     const move = await statementsOf(() =>
       tm.transitionTask({ taskId: claimed!.id, to: 'review', actor: agent, claimToken: claimed!.claimToken, then: [{ to: 'completed', actor: system }] }),
     );
-    expect(move).toHaveLength(3);
+    expect(move).toHaveLength(2);
     expect(move[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+::bigint\)$/);
-    expect(move[2]).toMatch(/COMMIT$/);
+    expect(move[1]).toMatch(/^(PREPARE taskloop_h[0-9a-f]+ AS WITH .*; )?EXECUTE taskloop_h[0-9a-f]+\(.*\); COMMIT$/s);
 
     // What the one statement wrote: the task, its dependent (now claimable), both events in order.
     const done = await tm.getTask(first.id);
@@ -88,8 +89,10 @@ describe('round trips on PostgreSQL', () => {
     onTestFinished(() => tm.close());
     await tm.createTask({ title: 'one' }, operator);
     const named = await statementsOf(() => tm.claimTask({ agent: agent.id, start: true }));
-    expect(named.filter((s) => s.startsWith('named: ')).length).toBe(1); // the write; the pick is EXECUTEd in the opening
+    // The pick is EXECUTEd in the opening, the write with the COMMIT: both PREPAREd once.
+    expect(named.filter((s) => s.startsWith('named: ')).length).toBe(0);
     expect(named[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_pick\(/s);
+    expect(named[1]).toMatch(/^(PREPARE taskloop_h[0-9a-f]+ AS .*; )?EXECUTE taskloop_h[0-9a-f]+\(.*\); COMMIT$/s);
 
     const pooled = freshManager({ path: `${tm.path}&wakeups=poll` });
     onTestFinished(() => pooled.close());
@@ -98,6 +101,7 @@ describe('round trips on PostgreSQL', () => {
     const move = await statementsOf(() => pooled.transitionTask({ taskId: claimed.id, to: 'pending', actor: agent, claimToken: claimed.claimToken }));
     expect(move.some((s) => s.startsWith('named: ') || /PREPARE|EXECUTE/.test(s))).toBe(false);
     expect(move[0]).toMatch(new RegExp(`^BEGIN; SELECT .*; SELECT \\* FROM tasks WHERE id = ${task.id}::bigint FOR UPDATE$`));
+    expect(move[1]).toMatch(/^WITH w0 AS \(UPDATE tasks SET state = E'pending'.*; NOTIFY taskloop_\w+; COMMIT$/s);
     expect((await pooled.getTask(task.id)).state).toBe('pending');
   });
 
@@ -141,27 +145,50 @@ describe('round trips on PostgreSQL', () => {
 });
 
 describe('NOTIFY on PostgreSQL: only commits that may make a task claimable send one', () => {
-  const notifies = (statements: string[]) => statements.filter((s) => /NOTIFY taskloop_/.test(s)).length;
+  /** The wake-ups on the store's channel that `fn`'s commits sent, heard by a real LISTEN. */
+  async function wakeupsOf(tm: ReturnType<typeof freshManager>): Promise<(fn: () => Promise<unknown>) => Promise<number>> {
+    const conn = (tm.store as PgTaskStore).conn;
+    const listener = await conn.dedicated();
+    await listener.connect();
+    onTestFinished(() => listener.end());
+    const heard: string[] = [];
+    listener.on('notification', (n) => heard.push(n.payload ?? ''));
+    await listener.query(`LISTEN ${conn.channel}`);
+    return async (fn) => {
+      heard.length = 0;
+      await fn();
+      // Notifications arrive in commit order: once this one is heard, every earlier one was.
+      await listener.query(`NOTIFY ${conn.channel}, 'sentinel'`);
+      await waitFor(() => heard.includes('sentinel'), 5000);
+      return heard.filter((p) => p !== 'sentinel').length;
+    };
+  }
 
   it('a create and a completion that frees a dependent notify; a claim and a completion that frees nothing do not', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
+    const wakeups = await wakeupsOf(tm);
     let first: { id: number } | undefined;
-    expect(notifies(await statementsOf(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator))))).toBe(1);
-    await tm.createTask({ title: 'after', dependsOn: [first!.id] }, operator);
-    await tm.createTask({ title: 'alone' }, operator);
+    expect(await wakeups(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator)))).toBe(1);
+    const creates = async () => {
+      await tm.createTask({ title: 'after', dependsOn: [first!.id] }, operator);
+      await tm.createTask({ title: 'alone' }, operator);
+    };
+    expect(await wakeups(creates)).toBe(2);
     const claimed: Array<{ id: number; claimToken: string }> = [];
-    expect(notifies(await statementsOf(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!)))).toBe(0);
-    expect(notifies(await statementsOf(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!)))).toBe(0);
+    expect(await wakeups(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!))).toBe(0);
+    expect(await wakeups(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!))).toBe(0);
     const [freeing, lonely] = claimed[0]!.id === first!.id ? [claimed[0]!, claimed[1]!] : [claimed[1]!, claimed[0]!];
     const complete = (t: { id: number; claimToken: string }) => () =>
       tm.transitionTask({ taskId: t.id, to: 'review', actor: agent, claimToken: t.claimToken, then: [{ to: 'completed', actor: system }] });
-    expect(notifies(await statementsOf(complete(lonely)))).toBe(0);
-    expect(notifies(await statementsOf(complete(freeing)))).toBe(1);
+    expect(await wakeups(complete(lonely))).toBe(0);
+    // The statement that frees the dependent calls pg_notify itself, in the commit's round trip.
+    expect(await wakeups(complete(freeing))).toBe(1);
+    expect((await tm.claimTask({ agent: agent.id }))?.title).toBe('after');
     // A release back to pending notifies too (its claimer gave it up: someone else may take it).
     const { task: third } = await tm.createTask({ title: 'third' }, operator);
     const c = (await tm.claimTask({ agent: agent.id, taskId: third.id }))!;
-    expect(notifies(await statementsOf(() => tm.transitionTask({ taskId: c.id, to: 'pending', actor: agent, claimToken: c.claimToken })))).toBe(1);
+    expect(await wakeups(() => tm.transitionTask({ taskId: c.id, to: 'pending', actor: agent, claimToken: c.claimToken }))).toBe(1);
   });
 
   it('a follower of every commit still sees a claim made on another connection (the follow poll), a claimer is woken by a create', async () => {

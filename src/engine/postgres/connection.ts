@@ -11,7 +11,7 @@
  */
 import type pg from 'pg';
 import { EngineError, type ErrorCode, describeError } from '../errors.js';
-import { type Opening, literal, namedStatements } from './statements.js';
+import { type Opening, heldStatements, literal, namedStatements } from './statements.js';
 
 export { type Opening, literal } from './statements.js';
 
@@ -105,6 +105,30 @@ export interface PgConnection {
   close(): Promise<void>;
 }
 
+/**
+ * A statement a transaction's body leaves for later because nothing it does next needs its
+ * rows: it runs in the COMMIT's round trip, or just before the body's next statement. Its
+ * rows reach `done` (after the commit, or before that next statement).
+ */
+export interface Held {
+  text: string;
+  params: unknown[];
+  done(rows: Array<Record<string, unknown>>): void;
+}
+
+const holders = new WeakMap<Query, (held: Held) => Promise<void>>();
+
+/**
+ * Leaves `held` to `q`'s transaction (see Held); a statement held before runs first. A `q`
+ * outside `tx` runs it now. Its errors then surface at the next statement or the commit,
+ * which roll the transaction back whole as they would have here.
+ */
+export async function hold(q: Query, held: Held): Promise<void> {
+  const holder = holders.get(q);
+  if (holder !== undefined) return holder(held);
+  held.done(await q(held.text, held.params));
+}
+
 const RETRIED = new Set(['40001', '40P01']);
 
 /**
@@ -139,10 +163,16 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
   const fixed = opts.now;
   const prepared = location.wakeups === 'listen';
   const statement = namedStatements(prepared);
+  const heldStatement = heldStatements(prepared);
   // The first round trip of a transaction: BEGIN, the clock, and the opening's rows. Simple
   // protocol (several statements in one), so its statements are prepared once per connection
   // with PREPARE and run with EXECUTE: planning the lock on tasks took 158 µs each time.
   const preparedOn = new WeakMap<pg.ClientBase, Set<string>>();
+  const knownOn = (client: pg.ClientBase): Set<string> => {
+    let known = preparedOn.get(client);
+    if (known === undefined) preparedOn.set(client, (known = new Set()));
+    return known;
+  };
   const openingOf = (client: pg.ClientBase, opening: Opening | undefined): string => {
     const clock = opening?.givesNow === true ? '' : 'now';
     const args = opening?.args.map((a, i) => `${literal(a)}::${opening.types[i]}`) ?? [];
@@ -150,8 +180,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
       const open = opening === undefined ? '' : `; ${opening.sql.replace(/\$(\d+)/g, (_, n: string) => args[Number(n) - 1]!)}`;
       return `BEGIN${clock === '' ? '' : `; SELECT ${NOW_MS} AS now`}${open}`;
     }
-    let known = preparedOn.get(client);
-    if (known === undefined) preparedOn.set(client, (known = new Set()));
+    const known = knownOn(client);
     let text = '';
     const wanted: Array<[string, string, string[]]> = [];
     if (clock !== '') wanted.push(['taskloop_now', `SELECT ${NOW_MS} AS now`, []]);
@@ -210,9 +239,37 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         const opened = opening === undefined ? [] : results[results.length - 1]!.rows;
         const clockAt = opening === undefined ? 1 : opening.givesNow === true ? 1 : 2;
         const now = fixed?.() ?? (results[results.length - clockAt]!.rows[0] as { now: number }).now;
-        const q: Query = async (text, params) => (await client.query(statement(text, params))).rows;
+        let held: Held | undefined;
+        const run: Query = async (text, params) => (await client.query(statement(text, params))).rows;
+        const release = async (): Promise<void> => {
+          if (held === undefined) return;
+          const h = held;
+          held = undefined;
+          h.done(await run(h.text, h.params));
+        };
+        const q: Query = async (text, params) => {
+          await release();
+          return run(text, params);
+        };
+        holders.set(q, async (h) => {
+          await release();
+          held = h;
+        });
         const value = await body(q, now, opened);
-        await client.query(notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT');
+        const commit = notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT';
+        const h = held as Held | undefined;
+        const last = h === undefined ? undefined : heldStatement(knownOn(client), h.text, h.params);
+        if (h === undefined || last === undefined) {
+          await release();
+          await client.query(commit);
+          return value;
+        }
+        // One round trip for the held statement and the commit. Whether a PREPARE in it ran
+        // is not known if it fails: the connection is then not given back for reuse.
+        fresh = !last.sql.startsWith('PREPARE ');
+        const committed = (await client.query(`${last.sql}; ${commit}`)) as unknown as pg.QueryResult[];
+        fresh = true;
+        h.done(committed[last.rowsAt]!.rows);
         return value;
       } catch (err) {
         broken = err;

@@ -9,7 +9,7 @@ import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
 import { type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
-import type { Opening, Query } from './connection.js';
+import { type Opening, type Query, hold } from './connection.js';
 import { NOTIFY_CONTROLS } from './watch.js';
 
 const SYSTEM = systemActor('system');
@@ -63,12 +63,15 @@ export function deferEvents(q: Query): void {
 /** Whether `q`'s transaction holds back events not written yet (their ids would come later). */
 export const holdsEvents = (q: Query): boolean => (deferred.get(q)?.length ?? 0) > 0;
 
-/** Writes the events `q`'s transaction appended, in order, and sets their ids. */
+/**
+ * Writes the events `q`'s transaction appended, in order, and sets their ids: the last
+ * thousand in the commit's round trip (connection.ts hold), once nothing else is written.
+ */
 export async function flushEvents(q: Query): Promise<void> {
   const events = deferred.get(q);
   if (events === undefined || events.length === 0) return;
   deferred.set(q, []);
-  for (let at = 0; at < events.length; at += 1000) await insertEvents(q, events.slice(at, at + 1000));
+  for (let at = 0; at < events.length; at += 1000) await holdEvents(q, events.slice(at, at + 1000));
 }
 
 /** Appends events in order, and sets their ids (at once, or at the transaction's flushEvents). */
@@ -79,67 +82,69 @@ export async function appendEvents(q: Query, events: TaskEvent[]): Promise<void>
     later.push(...events);
     return;
   }
-  for (let at = 0; at < events.length; at += 1000) await insertEvents(q, events.slice(at, at + 1000));
+  for (let at = 0; at < events.length; at += 1000) await holdEvents(q, events.slice(at, at + 1000));
 }
 
 /** A write whose rows are not needed, run in one statement with others (`writeWithEvents`). */
 export interface Write {
   sql: string;
   params: unknown[];
-  /** Count the rows it wrote (the statement gets `RETURNING 1`). */
-  counted?: boolean;
+  /**
+   * A write that may make tasks claimable (a completion's dependents): when it writes a
+   * row, the statement itself calls pg_notify, so the commit wakes the claimers (watch.ts).
+   */
+  wakes?: boolean;
 }
 
+// Run by a statement whose write `w` wrote a row: the commit then wakes the claimers.
+const WAKE = (w: string): string => `(SELECT count(pg_notify('taskloop_' || current_schema(), '')) FROM (SELECT 1 FROM ${w} LIMIT 1) x)`;
+
 /**
- * Runs `writes` in one statement with the events the transaction has waiting: one round trip
- * where there were one per write and one for the events. The writes must touch different
- * rows (a statement's data-modifying parts all see one snapshot) and their text is ours:
- * each `$n` is renumbered.
+ * Runs `writes` in one statement with the events the transaction has waiting, held for the
+ * commit's round trip: one round trip where there were one per write, one for the events and
+ * one for the COMMIT. The writes must touch different rows (a statement's data-modifying
+ * parts all see one snapshot) and their text is ours: each `$n` is renumbered.
  */
-export async function writeWithEvents(q: Query, writes: Write[]): Promise<number[]> {
+export async function writeWithEvents(q: Query, writes: Write[]): Promise<void> {
   const events = deferred.get(q);
   if (events === undefined || events.length === 0 || events.length > 1000) {
     if (events !== undefined) await flushEvents(q);
-    const counts: number[] = [];
-    for (const w of writes) counts.push((await q(w.counted === true ? `${w.sql} RETURNING 1` : w.sql, w.params)).length);
-    return counts;
+    for (const w of writes) {
+      if (w.wakes !== true) await q(w.sql, w.params);
+      else await q(`WITH w AS (${w.sql} RETURNING 1) SELECT ${WAKE('w')} AS woke`, w.params);
+    }
+    return;
   }
   deferred.set(q, []);
-  return insertEvents(q, events, writes);
+  await holdEvents(q, events, writes);
 }
 
-/** Inserts `events` (and `writes`, in the same statement); the rows each counted write wrote. */
-async function insertEvents(q: Query, events: TaskEvent[], writes: Write[] = []): Promise<number[]> {
+/** Inserts `events` (and `writes`, in the same statement), held for the commit; their ids are set then. */
+async function holdEvents(q: Query, events: TaskEvent[], writes: Write[] = []): Promise<void> {
   const values: string[] = [];
   const params: unknown[] = [];
   const ctes = writes.map((w, i) => {
     const from = params.length;
     params.push(...w.params);
     const sql = w.sql.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + from}`);
-    return `w${i} AS (${sql}${w.counted === true ? ' RETURNING 1' : ''})`;
+    return `w${i} AS (${sql}${w.wakes === true ? ' RETURNING 1' : ''})`;
   });
-  const counts = writes.map((w, i) => (w.counted === true ? `, (SELECT count(*) FROM w${i}) AS n${i}` : '')).join('');
+  const wakes = writes.map((w, i) => (w.wakes === true ? `, ${WAKE(`w${i}`)} AS woke${i}` : '')).join('');
   for (const e of events) {
     const n = params.length;
     values.push(`($${n + 1}, $${n + 2}, $${n + 3}, $${n + 4}, $${n + 5}, $${n + 6})`);
     params.push(e.taskId, e.type, e.actor, e.actorRole, JSON.stringify(e.data), e.createdAt);
   }
-  const rows = await q<{ id: number } & Record<string, number>>(
-    `${ctes.length > 0 ? `WITH ${ctes.join(', ')} ` : ''}INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id${counts}`,
+  await hold(q, {
+    text: `${ctes.length > 0 ? `WITH ${ctes.join(', ')} ` : ''}INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at) VALUES ${values.join(', ')} RETURNING id${wakes}`,
     params,
-  );
-  // Ids are taken row by row, in order: the ascending ids are the events' in order.
-  const ids = rows.map((r) => r.id).sort((a, b) => a - b);
-  events.forEach((e, i) => (e.id = ids[i]!));
-  return writes.map((w, i) => (w.counted === true ? Number(rows[0]?.[`n${i}`] ?? 0) : 0));
+    done: (rows) => {
+      // Ids are taken row by row, in order: the ascending ids are the events' in order.
+      const ids = rows.map((r) => r.id as number).sort((a, b) => a - b);
+      events.forEach((e, i) => (e.id = ids[i]!));
+    },
+  });
 }
-
-// Transactions that may have made a task claimable without a move to pending (a completed
-// dependency): their commit wakes the claimers (task-store.ts wakesClaimers).
-const freedWork = new WeakSet<Query>();
-
-/** Whether `q`'s transaction released dependents (see freedWork). */
-export const releasedDependents = (q: Query): boolean => freedWork.has(q);
 
 /** One event outside a task's own moves (run.*, breaker.* …), written now. */
 export async function appendEvent(q: Query, taskId: number | null, type: string, actor: Actor, data: Record<string, unknown>, at: number): Promise<TaskEvent> {
@@ -162,10 +167,9 @@ export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], n
   ];
   // Other rows than the task's own: a task never depends on itself (creation refuses it).
   if (row.state === 'completed') {
-    writes.push({ sql: 'UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', params: [row.id], counted: true });
+    writes.push({ sql: 'UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', params: [row.id], wakes: true });
   }
-  const [, dependents] = await writeWithEvents(q, writes);
-  if ((dependents ?? 0) > 0) freedWork.add(q);
+  await writeWithEvents(q, writes);
   if (row.state !== 'completed' && isTerminal(row.state)) {
     await closeOpenRun(q, row, now, events);
     // A dependency that can never complete: its dependents can never run, so they are

@@ -64,3 +64,52 @@ export function namedStatements(enabled: boolean): (text: string, params: unknow
   };
 }
 
+
+/**
+ * A bind value written into SQL text as pg would send it (text, untyped, so the statement's
+ * context gives it its type, as for a parameter): an escape string in which every quote and
+ * backslash is doubled, so only its closing quote ends it. Undefined for what is not a plain
+ * value or holds a NUL (the caller then binds it as a parameter, as before).
+ */
+export function constant(v: unknown): string | undefined {
+  if (v === null || v === undefined) return 'NULL';
+  let text: string;
+  if (typeof v === 'string') text = v;
+  else if ((typeof v === 'number' && Number.isFinite(v)) || typeof v === 'boolean' || typeof v === 'bigint') text = String(v);
+  else return undefined;
+  if (text.includes('\0')) return undefined;
+  return `E'${text.replace(/\\/g, '\\\\').replace(/'/g, "''")}'`;
+}
+
+/**
+ * The statements a transaction leaves for its COMMIT's round trip (connection.ts hold), as
+ * simple-protocol text: PREPAREd once per connection and EXECUTEd with constants when
+ * `prepared` (few parameters, at most MAX_NAMED texts), else with the constants written in.
+ * `rowsAt`: which of the text's results holds the statement's rows. Undefined when a value
+ * cannot be written as a constant.
+ */
+export function heldStatements(prepared: boolean): (known: Set<string>, text: string, params: unknown[]) => { sql: string; rowsAt: number } | undefined {
+  const names = new Map<string, string>();
+  return (known, text, params) => {
+    const values: string[] = [];
+    for (const p of params) {
+      const c = constant(p);
+      if (c === undefined) return undefined;
+      values.push(c);
+    }
+    let name = prepared && params.length <= MAX_NAMED_PARAMS ? names.get(text) : undefined;
+    if (prepared && name === undefined && params.length <= MAX_NAMED_PARAMS && names.size < MAX_NAMED) {
+      name = `taskloop_h${createHash('sha1').update(text).digest('hex').slice(0, 20)}`;
+      names.set(text, name);
+    }
+    if (name === undefined) {
+      let missing = false;
+      const sql = text.replace(/\$(\d+)/g, (_, n: string) => values[Number(n) - 1] ?? ((missing = true), ''));
+      return missing ? undefined : { sql, rowsAt: 0 };
+    }
+    const run = `EXECUTE ${name}${values.length > 0 ? `(${values.join(', ')})` : ''}`;
+    if (known.has(name)) return { sql: run, rowsAt: 0 };
+    known.add(name);
+    return { sql: `PREPARE ${name} AS ${text}; ${run}`, rowsAt: 1 };
+  };
+}

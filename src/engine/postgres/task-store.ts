@@ -15,7 +15,7 @@ import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
 import { createPgWatcher } from './watch.js';
-import { deferEvents, flushEvents, lockOpening, primeLock, releasedDependents } from './moves.js';
+import { deferEvents, flushEvents, lockOpening, primeLock } from './moves.js';
 import type { Query } from './connection.js';
 
 /** The task a write locks first (PgTaskStore.write). */
@@ -27,12 +27,13 @@ export interface TaskLock {
 
 /**
  * Whether a commit sends NOTIFY: only when it may have made a task claimable (created, moved
- * back to pending, its last dependency completed). A claim, a step or a completion with no
- * dependents sends none: NOTIFY serializes commits server-wide (watch.ts), and followers of
- * the log see those commits by the follow poll.
+ * back to pending, or, decided by the statement itself, its last dependency completed: see
+ * moves.ts Write.wakes). A claim, a step or a completion with no dependents sends none:
+ * NOTIFY serializes commits server-wide (watch.ts), and followers of the log see those
+ * commits by the follow poll.
  */
-export function wakesClaimers(events: TaskEvent[], q: Query): boolean {
-  return releasedDependents(q) || events.some((e) => (e.data as { to?: unknown }).to === 'pending');
+export function wakesClaimers(events: TaskEvent[]): boolean {
+  return events.some((e) => (e.data as { to?: unknown }).to === 'pending');
 }
 
 /** A claim without a task id: it picks in its first round trip (claim.ts pickOpening). */
@@ -103,7 +104,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         await flushEvents(q);
         return value;
       },
-      (_, q) => wakesClaimers(events, q),
+      () => wakesClaimers(events),
       opening,
     );
     return { value, events };
