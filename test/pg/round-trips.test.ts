@@ -9,6 +9,7 @@ import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Budget, TransitionInput } from '../../src/engine/index.js';
 import { literal } from '../../src/engine/postgres/connection.js';
+import { constant } from '../../src/engine/postgres/statements.js';
 import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
@@ -126,6 +127,40 @@ describe('round trips on PostgreSQL', () => {
     }
     expect((await store.claim({ agent: 'nobody' })).value).toBeNull();
     expect((await tm.stats()).byState.in_progress).toBe(names.length);
+  });
+
+  it('values written into the commit’s statement as constants come back exactly as they went in, prepared and behind a pooler', async () => {
+    // Every quote and backslash doubled inside E'…': nothing in a value can end it early.
+    expect(constant("x'); DROP TABLE tasks; --")).toBe("E'x''); DROP TABLE tasks; --'");
+    expect(constant("\\'")).toBe("E'\\\\'''");
+    expect(constant(null)).toBe('NULL');
+    expect(constant(-7)).toBe("E'-7'");
+    // What cannot be a constant is bound as a parameter instead, as before.
+    for (const bad of ['a\0b', {}, Number.NaN, Number.POSITIVE_INFINITY]) expect(constant(bad)).toBeUndefined();
+    const hostile = ["o'brien", "x'); DROP TABLE tasks; --", 'back\\slash\\', "\\'; SELECT 1; --", '$$ dollar $q$', '名前 🚀', "E'\\x41'", '\\x41'];
+    const base = freshManager();
+    onTestFinished(() => base.close());
+    const pooled = freshManager({ path: `${base.path}&wakeups=poll` });
+    onTestFinished(() => pooled.close());
+    for (const tm of [base, pooled]) {
+      const store = tm.store as PgTaskStore;
+      for (const name of hostile) {
+        const { task } = await tm.createTask({ title: `for ${name}`, forAgent: name }, operator);
+        const claimed = (await store.claim({ agent: name, taskId: task.id, start: true })).value!;
+        const sent = await statementsOf(() =>
+          store.transition({ taskId: task.id, to: 'review', actor: { id: name, role: 'agent' }, claimToken: claimed.claimToken, reason: name }),
+        );
+        expect(sent).toHaveLength(2);
+        expect(sent[1]).toMatch(tm === base ? /^(PREPARE .*; )?EXECUTE taskloop_h[0-9a-f]+\(E'.*; COMMIT$/s : /^WITH w0 AS \(UPDATE tasks SET state = E'review'.*; COMMIT$/s);
+        const back = await tm.getTask(task.id);
+        expect(back.assignee).toBe(name);
+        const failed = back.events.at(-1)!;
+        expect([failed.actor, failed.data.reason, failed.data.to]).toEqual([name, name, 'review']);
+      }
+    }
+    expect((await base.stats()).byState.review).toBe(2 * hostile.length);
+    const [row] = await (base.store as PgTaskStore).conn.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks');
+    expect(row!.n).toBe(2 * hostile.length);
   });
 
   it('a hostile task id never reaches the SQL text: only a safe positive integer is written into the opening', async () => {
