@@ -16,20 +16,33 @@ const OPERATOR = Object.freeze({ id: 'operator', role: 'operator' });
 function tap() {
   const calls = [];
   const original = pg.Client.prototype.query;
+  // A call made while the same client still waits for an answer rides in that round trip
+  // (the store's pool pipelines a transaction's last write and its COMMIT): it is not counted.
+  const waiting = new WeakMap();
   pg.Client.prototype.query = function (text, ...rest) {
     const sql = typeof text === 'string' ? text : (text?.text ?? '?');
-    calls.push(sql.replace(/\s+/g, ' ').trim());
-    return original.call(this, text, ...rest);
+    const inFlight = waiting.get(this) ?? 0;
+    if (inFlight === 0) calls.push(sql.replace(/\s+/g, ' ').trim());
+    else calls[calls.length - 1] += ` + ${sql.replace(/\s+/g, ' ').trim()}`;
+    const result = original.call(this, text, ...rest);
+    if (result instanceof Promise) {
+      waiting.set(this, inFlight + 1);
+      const done = () => waiting.set(this, (waiting.get(this) ?? 1) - 1);
+      result.then(done, done);
+    }
+    return result;
   };
   return { calls, restore: () => (pg.Client.prototype.query = original) };
 }
 
 const short = (sql) => {
   const s = sql.replace(/\$\d+/g, '?');
+  if (/ \+ (NOTIFY .*; )?COMMIT$/.test(s)) return `${short(s.replace(/ \+ (NOTIFY .*; )?COMMIT$/, ''))} + ${/ \+ NOTIFY/.test(s) ? 'NOTIFY; ' : ''}COMMIT`;
   if (/^BEGIN; SELECT/.test(s)) return 'BEGIN; SELECT now';
   if (/FOR UPDATE SKIP LOCKED/.test(s)) return 'SELECT * … FOR UPDATE SKIP LOCKED';
   if (/^SELECT \* FROM tasks WHERE id = \? FOR UPDATE/.test(s)) return 'SELECT * … FOR UPDATE (lock row)';
   if (/^INSERT INTO task_events/.test(s)) return 'INSERT task_events';
+  if (/^WITH w0 AS \(UPDATE tasks/.test(s)) return 'UPDATE tasks + INSERT task_events';
   if (/^INSERT INTO tasks/.test(s)) return 'INSERT tasks';
   if (/^UPDATE tasks SET unmet_deps/.test(s)) return 'UPDATE dependents';
   if (/^UPDATE tasks SET last_event_id/.test(s)) return 'UPDATE last_event_id';

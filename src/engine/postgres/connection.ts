@@ -11,7 +11,7 @@
  */
 import type pg from 'pg';
 import { EngineError, type ErrorCode, describeError } from '../errors.js';
-import { type Opening, heldStatements, literal, namedStatements } from './statements.js';
+import { type Opening, literal, namedStatements } from './statements.js';
 
 export { type Opening, literal } from './statements.js';
 
@@ -25,7 +25,9 @@ export interface PgLocation {
   poolSize: number | undefined;
 }
 
-const SCHEMA = /^[a-z_][a-z0-9_]{0,62}$/;
+// At most 45 characters: its channels (`taskloop_<schema>_controls`) must fit PostgreSQL's
+// 63-byte names whole, since pg_notify refuses a longer one where NOTIFY would cut it.
+const SCHEMA = /^[a-z_][a-z0-9_]{0,44}$/;
 
 /** Parses a `postgres://` URL and taskloop's own options on it; VALIDATION_FAILED names what is wrong. */
 export function parsePgUrl(url: string): PgLocation {
@@ -40,7 +42,7 @@ export function parsePgUrl(url: string): PgLocation {
   }
   const schema = parsed.searchParams.get('schema') ?? 'taskloop';
   if (!SCHEMA.test(schema)) {
-    throw new EngineError('VALIDATION_FAILED', `schema '${schema}' must be 1 to 63 lowercase letters, digits or _, starting with a letter or _`);
+    throw new EngineError('VALIDATION_FAILED', `schema '${schema}' must be 1 to 45 lowercase letters, digits or _, starting with a letter or _`);
   }
   const wakeups = parsed.searchParams.get('wakeups') ?? 'listen';
   if (wakeups !== 'listen' && wakeups !== 'poll') throw new EngineError('VALIDATION_FAILED', `wakeups '${wakeups}' is not listen or poll`);
@@ -143,6 +145,9 @@ const MAX_TRIES = 20;
 export function connectPg(location: PgLocation, opts: { now?: () => number; poolSize?: number } = {}): PgConnection {
   const config: pg.PoolConfig = {
     connectionString: location.connectionString,
+    // Queries sent without waiting for the one before: only a transaction's held statement
+    // and its COMMIT are (tx); everything else awaits each answer as before.
+    pipeline: true,
     // Unquoted: the name was checked against SCHEMA, and public stays reachable for extensions.
     options: `-c search_path=${location.schema},public`,
     max: location.poolSize ?? opts.poolSize ?? poolSizeFor(),
@@ -163,7 +168,6 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
   const fixed = opts.now;
   const prepared = location.wakeups === 'listen';
   const statement = namedStatements(prepared);
-  const heldStatement = heldStatements(prepared);
   // The first round trip of a transaction: BEGIN, the clock, and the opening's rows. Simple
   // protocol (several statements in one), so its statements are prepared once per connection
   // with PREPARE and run with EXECUTE: planning the lock on tasks took 158 µs each time.
@@ -258,18 +262,24 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         const value = await body(q, now, opened);
         const commit = notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT';
         const h = held as Held | undefined;
-        const last = h === undefined ? undefined : heldStatement(knownOn(client), h.text, h.params);
-        if (h === undefined || last === undefined) {
-          await release();
+        if (h === undefined) {
           await client.query(commit);
           return value;
         }
-        // One round trip for the held statement and the commit. Whether a PREPARE in it ran
-        // is not known if it fails: the connection is then not given back for reuse.
-        fresh = !last.sql.startsWith('PREPARE ');
-        const committed = (await client.query(`${last.sql}; ${commit}`)) as unknown as pg.QueryResult[];
-        fresh = true;
-        h.done(committed[last.rowsAt]!.rows);
+        // The held statement and the COMMIT back to back, in one round trip (the pool's
+        // clients pipeline; this is the one place that sends before an answer came). Its
+        // values stay bound parameters. If it fails, the COMMIT meets an aborted
+        // transaction and rolls it back.
+        held = undefined;
+        // Corked, the two go out in one write to the socket, not two.
+        const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
+        stream?.cork?.();
+        const sent = [client.query(statement(h.text, h.params)), client.query(commit)] as const;
+        stream?.uncork?.();
+        const [write, end] = await Promise.allSettled(sent);
+        if (write.status === 'rejected') throw write.reason;
+        if (end.status === 'rejected') throw end.reason;
+        h.done(write.value.rows);
         return value;
       } catch (err) {
         broken = err;

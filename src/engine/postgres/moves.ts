@@ -96,8 +96,11 @@ export interface Write {
   wakes?: boolean;
 }
 
-// Run by a statement whose write `w` wrote a row: the commit then wakes the claimers.
-const WAKE = (w: string): string => `(SELECT count(pg_notify('taskloop_' || current_schema(), '')) FROM (SELECT 1 FROM ${w} LIMIT 1) x)`;
+// Run by a statement whose write `w` wrote a row: the commit then wakes the claimers. Every
+// name is pg_catalog's: `public` is on the search path, and a look-alike there (an operator
+// `||` on text and name, say) would otherwise run as taskloop's role.
+const WAKE = (w: string): string =>
+  `(SELECT pg_catalog.count(pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema()), '')) FROM (SELECT 1 FROM ${w} LIMIT 1) x)`;
 
 /**
  * Runs `writes` in one statement with the events the transaction has waiting, held for the

@@ -28,7 +28,7 @@ export interface PgWatcher {
 }
 
 /** The SQL a write runs (inside its transaction) when it changed a control: wakes the runs' control watchers. */
-export const NOTIFY_CONTROLS = "SELECT pg_notify('taskloop_' || current_schema() || '_controls', '')";
+export const NOTIFY_CONTROLS = "SELECT pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), '_controls'), '')";
 
 export interface PgWatchOptions {
   /** The slow poll's interval: every change is seen within it even without LISTEN. @defaultValue 1000 with LISTEN, 50 without */
