@@ -58,10 +58,13 @@ describe('a crash storm', () => {
       const once = join(dir, `once-${i}.txt`);
       const paidLines = existsSync(paid) ? readFileSync(paid, 'utf8').split('\n').filter(Boolean).length : 0;
       const onceLines = existsSync(once) ? readFileSync(once, 'utf8').split('\n').filter(Boolean).length : 0;
-      // The non-idempotent write never lands twice; the idempotent one lands once under its first key.
-      expect(paidLines, `task ${id} paid`).toBeLessThanOrEqual(1);
-      expect(onceLines, `task ${id} once`).toBeLessThanOrEqual(1);
       const taskRuns = await runs.runsOf(id);
+      // On a failure, what the run recorded and which keys the idempotent tool saw.
+      const story = async () =>
+        `${(await Promise.all(taskRuns.map((r) => runs.getRun(r.id)))).flatMap((r) => r.steps.map((st) => `${st.seq} ${st.kind} ${st.tool ?? ''} ${st.status} ${st.idempotencyKey ?? ''}`)).join('\n')}\nkeys: ${existsSync(`${once}.keys`) ? readFileSync(`${once}.keys`, 'utf8') : ''}`;
+      // The non-idempotent write never lands twice; the idempotent one lands once under its first key.
+      expect(paidLines, paidLines > 1 ? `task ${id} paid\n${await story()}` : `task ${id} paid`).toBeLessThanOrEqual(1);
+      expect(onceLines, onceLines > 1 ? `task ${id} once\n${await story()}` : `task ${id} once`).toBeLessThanOrEqual(1);
       expect(taskRuns.length, `task ${id} runs`).toBeLessThanOrEqual(1);
       if (task.state === 'completed') {
         expect([paidLines, onceLines], `task ${id}`).toEqual([1, 1]);
