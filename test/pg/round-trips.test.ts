@@ -18,16 +18,18 @@ import { execSql } from '../stores.js';
 
 /**
  * The statements `fn` sent, in order. A call made while the same client still waits for an
- * answer rode in the same round trip (the pool pipelines): it is marked `pipelined: `.
+ * answer rode in the same round trip (the pool pipelines): it is marked `pipelined: `. Only
+ * the connections that opened a transaction count when any did: a store's background poll
+ * (every 50 ms with wakeups=poll) may run on another connection meanwhile, and is not `fn`'s.
  */
 async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
-  const calls: string[] = [];
+  const calls: Array<{ client: object; text: string }> = [];
   const waiting = new WeakMap<object, number>();
   const original = pg.Client.prototype.query;
   pg.Client.prototype.query = function (this: pg.Client, text: unknown, ...rest: unknown[]) {
     const named = typeof text === 'object' && text !== null && typeof (text as { name?: unknown }).name === 'string';
     const inFlight = waiting.get(this) ?? 0;
-    calls.push(`${inFlight > 0 ? 'pipelined: ' : ''}${named ? 'named: ' : ''}${typeof text === 'string' ? text : String((text as { text?: string })?.text)}`);
+    calls.push({ client: this, text: `${inFlight > 0 ? 'pipelined: ' : ''}${named ? 'named: ' : ''}${typeof text === 'string' ? text : String((text as { text?: string })?.text)}` });
     const result = (original as (...a: unknown[]) => unknown).call(this, text, ...rest);
     if (result instanceof Promise) {
       waiting.set(this, inFlight + 1);
@@ -41,7 +43,8 @@ async function statementsOf(fn: () => Promise<unknown>): Promise<string[]> {
   } finally {
     pg.Client.prototype.query = original;
   }
-  return calls;
+  const opened = new Set(calls.filter((c) => /(^|; )BEGIN(;|$)/.test(c.text)).map((c) => c.client));
+  return calls.filter((c) => opened.size === 0 || opened.has(c.client)).map((c) => c.text);
 }
 
 /** Round trips: the statements that waited for the answer before them. */
