@@ -296,3 +296,42 @@ describe('prepared statements and a schema that changes under them', () => {
     expect((await tm.findTasks({})).length).toBe(4);
   });
 });
+
+describe('the commit’s round trip when its write fails', () => {
+  it('a held write that fails with its COMMIT in flight rolls back whole and leaves its connection clean; a deadlock there is retried and writes once', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    // A trigger on the event log: 'explode' fails the statement; 'deadlock' fails it as a
+    // deadlock (40P01) the first time only (a sequence counts: it is not rolled back), as a
+    // lost lock race would.
+    await execSql(tm, 'CREATE SEQUENCE tripped');
+    await execSql(
+      tm,
+      `CREATE FUNCTION trip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+         IF NEW.data::jsonb->>'reason' = 'explode' THEN RAISE EXCEPTION 'exploded on purpose'; END IF;
+         IF NEW.data::jsonb->>'reason' = 'deadlock' AND nextval('tripped') = 1 THEN
+           RAISE EXCEPTION 'deadlock on purpose' USING ERRCODE = '40P01';
+         END IF;
+         RETURN NEW; END $$`,
+    );
+    await execSql(tm, 'CREATE TRIGGER trip BEFORE INSERT ON task_events FOR EACH ROW EXECUTE FUNCTION trip()');
+    const { task } = await tm.createTask({ title: 'one' }, operator);
+    const claimed = (await tm.claimTask({ agent: agent.id, taskId: task.id, start: true }))!;
+    const before = await tm.getTask(task.id);
+    const move = (reason: string) => tm.transitionTask({ taskId: task.id, to: 'review', actor: agent, claimToken: claimed.claimToken, reason });
+    const sent = await statementsOf(() => move('explode').catch((err: unknown) => err));
+    // The write failed with the COMMIT already sent (which then ended the aborted transaction).
+    expect(sent.slice(-2)).toEqual(['pipelined: COMMIT', 'ROLLBACK']);
+    await expect(move('explode')).rejects.toThrow(/exploded on purpose/);
+    const after = await tm.getTask(task.id);
+    expect([after.state, after.events.length, after.updatedAt]).toEqual([before.state, before.events.length, before.updatedAt]);
+    // Every pooled connection is usable (none was left in an aborted transaction).
+    await Promise.all(Array.from({ length: 8 }, () => tm.stats()));
+    // The deadlock: the whole transaction runs again, and commits once.
+    const moved = await move('deadlock');
+    expect(moved.state).toBe('review');
+    const events = (await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned' && e.data.reason === 'deadlock');
+    expect(events).toHaveLength(1);
+    expect((await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned').length).toBe(before.events.filter((e) => e.type === 'task.transitioned').length + 1);
+  });
+});
