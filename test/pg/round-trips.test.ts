@@ -73,7 +73,7 @@ const agent = { id: 'agent-1', role: 'agent' } as const;
 const BUDGET: Budget = { maxSteps: 20, maxFailures: 3, maxWriteCalls: null, maxPending: null, deadlineAt: null, maxTokens: 1000, maxCost: null };
 
 describe('round trips on PostgreSQL', () => {
-  it('a claim is 2 round trips and a move 2 (lock or pick with BEGIN; one statement for row, dependents and events, pipelined with the COMMIT)', async () => {
+  it('a create, a claim and a move are 2 round trips each (lock or pick with BEGIN; one statement for row, dependents and events, pipelined with the COMMIT)', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
     const { task: first } = await tm.createTask({ title: 'first' }, operator);
@@ -85,6 +85,12 @@ describe('round trips on PostgreSQL', () => {
       return tm.claimTask({ agent: agent.id, start: true });
     });
     const create = claims.findIndex((s) => /COMMIT/.test(s));
+    // A create without a key or dependencies: BEGIN with the clock; row and event with the COMMIT (and its wake-up).
+    expect(claims.slice(0, create + 1)).toEqual([
+      expect.stringMatching(/^BEGIN; EXECUTE taskloop_now$/),
+      expect.stringMatching(/^named: WITH t AS \(INSERT INTO tasks .*INSERT INTO task_events/s),
+      expect.stringMatching(/^pipelined: NOTIFY taskloop_\w+; COMMIT$/),
+    ]);
     const claim = claims.slice(create + 1);
     expect(tripsOf(claim)).toHaveLength(2);
     expect(claim[0]).toMatch(/BEGIN; EXECUTE taskloop_pick\(/);

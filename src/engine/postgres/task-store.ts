@@ -136,7 +136,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         };
       }),
     clock: () => read(() => conn.now()),
-    createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events)),
+    createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events, undefined, true)),
     claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), claimLock(input)),
     heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),
     transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId)),

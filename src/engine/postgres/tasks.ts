@@ -12,7 +12,7 @@ import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder }
 import { EngineError } from '../errors.js';
 import { type TaskRow, checkFence, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
-import type { Query } from './connection.js';
+import { type Query, hold } from './connection.js';
 import { appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
 
 type Row = TaskRow & Record<string, unknown>;
@@ -77,7 +77,14 @@ async function createPlain(q: Query, inputs: BatchTaskInput[], creator: Actor, n
   return results;
 }
 
-export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope = scopeOf(creator)): Promise<CreateResult[]> {
+/**
+ * Creates `inputs` inside `q`'s transaction. `commitsNext`: the caller commits right after and
+ * reads the results only then; one task without a key or dependencies then has its row and
+ * event sent with the COMMIT (connection.ts hold), its result filled in once they are
+ * written: a create in 2 round trips instead of 3. (A key may meet another creator's row,
+ * and dependencies are locked first: both read before the commit, as before.)
+ */
+export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope = scopeOf(creator), commitsNext = false): Promise<CreateResult[]> {
   if (inputs.length > 1 && inputs.every((i) => i.idempotencyKey === undefined && (i.dependsOn?.length ?? 0) === 0 && (i.dependsOnRefs?.length ?? 0) === 0 && i.ref === undefined)) {
     return createPlain(q, inputs, creator, now, events);
   }
@@ -120,8 +127,7 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
       now,
     );
     const together = !holdsEvents(q);
-    const inserted = await q<Row & { event_id: number | null }>(
-      `WITH t AS (INSERT INTO tasks (${INSERT_COLUMNS})
+    const text = `WITH t AS (INSERT INTO tasks (${INSERT_COLUMNS})
        VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
        ON CONFLICT (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING *)${
@@ -130,9 +136,24 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
        SELECT t.id, $16, $17, $18, $19, $14 FROM t RETURNING id)
        SELECT t.*, (SELECT id FROM e) AS event_id FROM t`
            : ' SELECT t.*, NULL::bigint AS event_id FROM t'
-       }`,
-      together ? [...values, created.type, created.actor, created.actorRole, JSON.stringify(created.data)] : values,
-    );
+       }`;
+    const params = together ? [...values, created.type, created.actor, created.actorRole, JSON.stringify(created.data)] : values;
+    if (commitsNext && together && inputs.length === 1 && key === null && depList.length === 0) {
+      const result = { task: undefined as unknown as Task, created: true };
+      await hold(q, {
+        text,
+        params,
+        done: ([row]) => {
+          const { event_id: eventId, ...taskRow } = row as Row & { event_id: number };
+          result.task = toTask(taskRow as Row);
+          created.taskId = result.task.id;
+          created.id = eventId;
+        },
+      });
+      events.push(created);
+      return [result];
+    }
+    const inserted = await q<Row & { event_id: number | null }>(text, params);
     const row = inserted[0];
     if (row === undefined) {
       // Another creator committed this key after the lookup above: its task is the answer.
