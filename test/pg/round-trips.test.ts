@@ -5,7 +5,10 @@
  * its row and events in one. The counts are the contract BENCHMARKS.md states; a change that
  * adds a round trip to the hot path fails here rather than in a benchmark.
  */
+import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Budget, TransitionInput } from '../../src/engine/index.js';
@@ -13,7 +16,7 @@ import { literal } from '../../src/engine/postgres/connection.js';
 import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
-import { codeOf, freshManager, operator, system, waitFor } from '../helpers.js';
+import { ROOT, codeOf, freshManager, operator, system, tempDir, waitFor } from '../helpers.js';
 import { execSql } from '../stores.js';
 
 /**
@@ -339,5 +342,41 @@ describe('the commit’s round trip when its write fails', () => {
     const events = (await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned' && e.data.reason === 'deadlock');
     expect(events).toHaveLength(1);
     expect((await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned').length).toBe(before.events.filter((e) => e.type === 'task.transitioned').length + 1);
+  });
+  it('a backend that dies mid-transaction fails that call with STORE_UNAVAILABLE and writes nothing; the process lives on and the next call works', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    // The event insert of a move whose reason is 'die' terminates its own backend.
+    await execSql(
+      tm,
+      `CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+         IF NEW.data::jsonb->>'reason' = 'die' THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+         RETURN NEW; END $$`,
+    );
+    await execSql(tm, 'CREATE TRIGGER die BEFORE INSERT ON task_events FOR EACH ROW EXECUTE FUNCTION die()');
+    const { task } = await tm.createTask({ title: 'one' }, operator);
+    const claimed = (await tm.claimTask({ agent: agent.id, taskId: task.id, start: true }))!;
+    const before = await tm.getTask(task.id);
+    // In a process of its own: an 'error' event nobody hears ends a process, which a test
+    // runner would only report beside the tests.
+    const script = join(tempDir(), 'die.mjs');
+    writeFileSync(
+      script,
+      `import { createTaskManager } from ${JSON.stringify(join(ROOT, 'dist/engine/index.js'))};
+       import { createPgStore } from ${JSON.stringify(join(ROOT, 'dist/engine/postgres/task-store.js'))};
+       const tm = createTaskManager({ store: createPgStore({ url: process.argv[2] }) });
+       const move = (reason) => tm.transitionTask({ taskId: ${task.id}, to: 'review', actor: { id: 'agent-1', role: 'agent' }, claimToken: ${JSON.stringify(claimed.claimToken)}, reason });
+       const code = await move('die').then(() => 'none', (err) => err.code);
+       await new Promise((r) => setTimeout(r, 300)); // the dead connection's 'error' event comes after
+       const next = await move('fine');
+       await tm.close();
+       process.stdout.write(JSON.stringify({ code, next: next.state }));`,
+    );
+    const child = spawnSync(process.execPath, [script, tm.path], { encoding: 'utf8', timeout: 30_000 });
+    expect(child.status, child.stderr).toBe(0);
+    expect(JSON.parse(child.stdout)).toEqual({ code: 'STORE_UNAVAILABLE', next: 'review' });
+    const after = await tm.getTask(task.id);
+    expect(after.events.filter((e) => e.data.reason === 'die')).toEqual([]);
+    expect(after.events.length).toBe(before.events.length + 1);
   });
 });

@@ -23,7 +23,7 @@ async function admin(url: string, text: string): Promise<Array<Record<string, un
 }
 
 describe('a look-alike operator in public', () => {
-  it('never runs in taskloop’s statements: a completion that frees a dependent and a control wake-up use pg_catalog’s', async () => {
+  it('never runs in taskloop’s statements: creates, claims, a completion that frees a dependent, the clock, event ids and a control wake-up use pg_catalog’s', async () => {
     const server = inject('pgUrl');
     const database = `lookalike_${process.pid}_${Date.now()}`;
     await admin(server, `CREATE DATABASE ${database}`);
@@ -39,9 +39,22 @@ describe('a look-alike operator in public', () => {
          $$ BEGIN INSERT INTO public.loot VALUES (current_user); RETURN $1 || $2::text; END $$;
        CREATE OPERATOR public.|| (leftarg = text, rightarg = name, function = public.lookalike)`,
     );
-    // The operator is live: an unqualified concatenation with the schema's name runs it.
-    await admin(url.toString(), "SELECT 'taskloop_' || current_schema()");
-    expect(await admin(url.toString(), 'SELECT count(*)::int AS n FROM public.loot')).toEqual([{ n: 1 }]);
+    // More look-alikes, each a closer match than pg_catalog's for what taskloop sends: an
+    // untyped 'UTF8' (convert_from's second argument is a name), numeric * integer (the clock),
+    // nextval on a text (the event ids).
+    await admin(
+      url.toString(),
+      `CREATE FUNCTION public.convert_from(bytea, text) RETURNS text LANGUAGE plpgsql AS
+         $$ BEGIN INSERT INTO public.loot VALUES ('convert_from'); RETURN pg_catalog.convert_from($1, $2::name); END $$;
+       CREATE FUNCTION public.times(numeric, integer) RETURNS numeric LANGUAGE plpgsql AS
+         $$ BEGIN INSERT INTO public.loot VALUES ('times'); RETURN $1 OPERATOR(pg_catalog.*) $2::numeric; END $$;
+       CREATE OPERATOR public.* (leftarg = numeric, rightarg = integer, function = public.times);
+       CREATE FUNCTION public.nextval(text) RETURNS bigint LANGUAGE plpgsql AS
+         $$ BEGIN INSERT INTO public.loot VALUES ('nextval'); RETURN pg_catalog.nextval($1::regclass); END $$`,
+    );
+    // Each is live: unqualified, with public on the path, they run.
+    await admin(url.toString(), "SELECT 'taskloop_' || current_schema(), convert_from('\\x41'::bytea, 'UTF8'), 1.5::numeric * 1000");
+    expect(await admin(url.toString(), 'SELECT who FROM public.loot ORDER BY who')).toEqual([{ who: 'convert_from' }, { who: expect.any(String) }, { who: 'times' }]);
     await admin(url.toString(), 'TRUNCATE public.loot');
 
     const store = createPgStore({ url: `${url.toString()}${url.search === '' ? '?' : '&'}schema=tl` });
@@ -54,6 +67,24 @@ describe('a look-alike operator in public', () => {
     await tm.transitionTask({ taskId: c.id, to: 'review', actor: me, claimToken: c.claimToken, then: [{ to: 'completed', actor: system }] });
     expect((await tm.claimTask({ agent: me.id }))?.title).toBe('after');
     await store.conn.query(NOTIFY_CONTROLS);
-    expect(await admin(url.toString(), 'SELECT count(*)::int AS n FROM public.loot')).toEqual([{ n: 0 }]);
+    expect(await admin(url.toString(), 'SELECT who FROM public.loot')).toEqual([]);
+  });
+  it('a schema made before version 3 has next_event_id’s path re-pinned without public by the migration', async () => {
+    const server = inject('pgUrl');
+    const url = `${server}${server.includes('?') ? '&' : '?'}schema=repin_${process.pid}`;
+    const schema = `repin_${process.pid}`;
+    onTestFinished(() => admin(server, `DROP SCHEMA IF EXISTS ${schema} CASCADE`).then(() => undefined));
+    const first = createPgStore({ url });
+    await first.ready;
+    await first.close();
+    // As version 2 left it: the function's path taken from connections that put public on it.
+    await admin(server, `ALTER FUNCTION ${schema}.next_event_id() SET search_path = ${schema}, public; UPDATE ${schema}.schema_version SET version = 2`);
+    const config = async () => (await admin(server, `SELECT proconfig FROM pg_proc WHERE proname = 'next_event_id' AND pronamespace = '${schema}'::regnamespace`))[0]!.proconfig;
+    expect(await config()).toEqual([`search_path=${schema}, public`]);
+    const again = createTaskManager({ store: createPgStore({ url }) });
+    onTestFinished(() => again.close());
+    const { task } = await again.createTask({ title: 'after the migration' }, operator);
+    expect(task.id).toBeGreaterThan(0);
+    expect(await config()).toEqual([`search_path=${schema}`]);
   });
 });

@@ -133,6 +133,10 @@ export async function hold(q: Query, held: Held): Promise<void> {
 
 const RETRIED = new Set(['40001', '40P01']);
 
+/** A bind value pg sends as it is (no toPostgres, no Date, no object to serialize): it cannot fail in the client. */
+const plainParam = (v: unknown): boolean =>
+  v === null || v === undefined || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint' || (Array.isArray(v) && v.every(plainParam));
+
 /**
  * A statement this connection prepared before the table changed (a newer taskloop added a
  * column while this one runs): PostgreSQL refuses to reuse its plan. The connection goes,
@@ -148,8 +152,11 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     // Queries sent without waiting for the one before: only a transaction's held statement
     // and its COMMIT are (tx); everything else awaits each answer as before.
     pipeline: true,
-    // Unquoted: the name was checked against SCHEMA, and public stays reachable for extensions.
-    options: `-c search_path=${location.schema},public`,
+    // Unquoted: the name was checked against SCHEMA. Not `public`: PostgreSQL resolves a
+    // function or operator to the closest match across the whole path, so a look-alike
+    // there (for an untyped literal, or numeric * integer) would beat pg_catalog's and run
+    // as taskloop's role; on older servers everyone may create in public.
+    options: `-c search_path=${location.schema}`,
     max: location.poolSize ?? opts.poolSize ?? poolSizeFor(),
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
@@ -162,6 +169,10 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
       const pool = new driver.Pool({ ...config, types: typesOf(driver) });
       // An idle client whose server went away: the pool drops it; the next query meets the fault.
       pool.on('error', () => undefined);
+      // A checked-out client whose backend dies (terminated, a crash, a dropped socket) emits
+      // 'error' too, and the pool listens only while it is idle: unheard, that event ends the
+      // process. The query in flight already fails with the fault (STORE_UNAVAILABLE).
+      pool.on('connect', (client) => client.on('error', () => undefined));
       return pool;
     }));
   const channel = `taskloop_${location.schema}`;
@@ -261,6 +272,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         });
         const value = await body(q, now, opened);
         const commit = notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT';
+        if (held !== undefined && !(held as Held).params.every(plainParam)) await release();
         const h = held as Held | undefined;
         if (h === undefined) {
           await client.query(commit);
@@ -268,14 +280,21 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         }
         // The held statement and the COMMIT back to back, in one round trip (the pool's
         // clients pipeline; this is the one place that sends before an answer came). Its
-        // values stay bound parameters. If it fails, the COMMIT meets an aborted
-        // transaction and rolls it back.
+        // values stay bound parameters. If it fails in the server, the transaction is
+        // aborted: the COMMIT (or the NOTIFY before it) ends it without writing, and the
+        // ROLLBACK below is a no-op. A failure in the client before the statement is sent
+        // would let the COMMIT commit the rest, so only plain values are sent this way (a
+        // value pg could fail to serialize is written before the COMMIT, as any statement).
         held = undefined;
         // Corked, the two go out in one write to the socket, not two.
         const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
         stream?.cork?.();
-        const sent = [client.query(statement(h.text, h.params)), client.query(commit)] as const;
-        stream?.uncork?.();
+        let sent: readonly [Promise<pg.QueryResult>, Promise<unknown>];
+        try {
+          sent = [client.query(statement(h.text, h.params)), client.query(commit)] as const;
+        } finally {
+          stream?.uncork?.();
+        }
         const [write, end] = await Promise.allSettled(sent);
         if (write.status === 'rejected') throw write.reason;
         if (end.status === 'rejected') throw end.reason;

@@ -225,6 +225,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX task_events_tally ON task_events (created_at)
     WHERE type = 'task.stale_reclaimed' OR (type = 'task.transitioned' AND (data::jsonb ->> 'to') = 'completed');
   `,
+  // 3: next_event_id() ran with the search path it was created under, which held `public`:
+  // a look-alike there (a public.nextval(text), say, from any user who may create in public)
+  // was a closer match than pg_catalog's and ran on every event insert. Connections no longer
+  // put public on the path (connection.ts); the function takes the path it runs this under.
+  `
+  ALTER FUNCTION next_event_id() SET search_path FROM CURRENT;
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */
