@@ -1,4 +1,23 @@
 import { defineConfig } from 'vitest/config';
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+
+/**
+ * Files that take a minute or more start first: on a clean clone vitest has no timings and
+ * runs larger files first, so check-package (a small file that packs, installs and typechecks
+ * for 60-90 s) started last and the other worker sat idle through it.
+ */
+const LONG_FIRST = ['test/package/check-package.test.ts'];
+
+class LongFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const rank = (f: TestSpecification) => {
+      const at = LONG_FIRST.findIndex((p) => f.moduleId.endsWith(p));
+      return at < 0 ? LONG_FIRST.length : at;
+    };
+    return sorted.map((f, i) => ({ f, i })).sort((a, b) => rank(a.f) - rank(b.f) || a.i - b.i).map(({ f }) => f);
+  }
+}
 
 /**
  * The store contract: these files run twice, once per store. Everything else runs on SQLite
@@ -34,6 +53,7 @@ export default defineConfig({
     hookTimeout: 60_000,
     // Two cores: the concurrency tests start their own processes and threads.
     maxWorkers: 2,
+    sequence: { sequencer: LongFirst },
     projects: [
       { extends: true, test: { name: 'sqlite', include: ['test/**/*.test.ts'], exclude: ['test/pg/**'] } },
       {
