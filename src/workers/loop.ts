@@ -115,11 +115,15 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
         await runs.setPaused(fence, run.id, true, 'user_pause');
         yield { type: 'run_paused', reason: 'user_pause' };
         while (r.control() === 'paused' && ctx.draining?.() !== true) await changeOrTimeout(ctx, PAUSE_RECHECK_MS).then(refreshControl);
-        if (r.control() !== 'stopped' && ctx.draining?.() !== true) {
-          await runs.setPaused(fence, run.id, false, 'user_resume');
-          yield { type: 'run_resumed', run, reason: 'user_resume' };
+        // A drain releases the run as it is (still paused: where it resumes, it waits again);
+        // going round would find it paused and pause it again, a write per turn, forever.
+        if (ctx.draining?.() !== true || r.control() === 'stopped') {
+          if (r.control() !== 'stopped') {
+            await runs.setPaused(fence, run.id, false, 'user_resume');
+            yield { type: 'run_resumed', run, reason: 'user_resume' };
+          }
+          continue;
         }
-        continue;
       }
       if (ctx.draining?.() === true) {
         await runs.releaseRun(fence, run.id, 'daemon shutting down');

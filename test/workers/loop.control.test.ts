@@ -96,4 +96,29 @@ describe('stop and pause from another process', () => {
     expect(finished).toMatchObject({ phase: 'cancelled', stopReason: 'task_cancelled', envelope: { phase: 'cancelled', stop_reason: 'task_cancelled' } });
     expect(finished!.finishedAt).not.toBeNull();
   });
+  it('a drain while a run is paused releases it once, still paused, instead of pausing it again and again', async () => {
+    const h = harness();
+    const operator = { id: 'operator', role: 'operator' } as const;
+    const reads = Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
+    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 500 }, script: [...reads, { action: 'done' }] }));
+    let draining = false;
+    let pauses = 0;
+    const { result } = await drive(loopContext(h, claim, { draining: () => draining }), async (e, all) => {
+      if (e.type === 'step_finished' && e.step.kind === 'action' && all.filter((x) => x.type === 'run_paused').length === 0) {
+        await h.other().runs.setControl({ target: [claim.id], state: 'paused', actor: operator });
+      }
+      if (e.type === 'run_paused') {
+        // A second pause of the same run means the loop went round while draining.
+        if (++pauses > 1) throw new Error(`paused ${pauses} times`);
+        setTimeout(() => (draining = true), 20);
+      }
+    });
+    expect(result).toMatchObject({ phase: 'released', stopReason: 'shutdown' });
+    const task = await h.tm.getTask(claim.id);
+    expect(task.state).toBe('pending');
+    // One pause by the operator, one release by the drain (a released run is parked paused).
+    expect(task.events.filter((e) => e.type === 'run.paused').map((e) => e.data.reason)).toEqual(['user_pause', 'daemon shutting down']);
+    // Claimed again elsewhere, it is still paused: it waits for an operator's resume.
+    expect(await h.runs.getControl(claim.id)).toBe('paused');
+  });
 });
