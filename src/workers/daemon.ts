@@ -270,7 +270,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       channel.close();
       if (!inTime) log(`grace period of ${graceMs} ms over; stopping the threads that are still busy`);
       // Leases of anything still held are let go now, so another daemon takes over at once.
-      for (const s of holder.busy()) await runs.expireSlot(s).catch(() => undefined);
+      // Each slot leaves the holder first: a beat meanwhile would renew a lease just expired.
+      for (const s of holder.busy()) {
+        holder.free(s);
+        await runs.expireSlot(s).catch(() => undefined);
+      }
       await pool.destroy();
       await holder.stop();
       await tm.close();
