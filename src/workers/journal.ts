@@ -164,8 +164,9 @@ export function createJournal(store: RunStore, fence: Fence): Journal {
 
   const runs: RunStore = {
     ...store,
-    beginStep: (f, input) => serial(async () => store.beginStep(f, { ...input, before: await folded() })),
-    finishStep: (f, input) => serial(async () => store.finishStep(f, { ...input, before: await folded() })),
+    // What was held back goes first, then what the caller asked to be written before (one transaction).
+    beginStep: (f, input) => serial(async () => store.beginStep(f, { ...input, before: joined(await folded(), input.before) })),
+    finishStep: (f, input) => serial(async () => store.finishStep(f, { ...input, before: joined(await folded(), input.before) })),
     finishRun: (f, input) => serial(async () => store.finishRun(f, { ...input, before: await folded() })),
   };
   for (const name of FLUSH_FIRST) {
@@ -250,6 +251,9 @@ export function createJournal(store: RunStore, fence: Fence): Journal {
     },
   };
 }
+
+const joined = (a: StepWrite[] | undefined, b: StepWrite[] | undefined): StepWrite[] | undefined =>
+  a === undefined ? b : b === undefined ? a : [...a, ...b];
 
 /** A read that completed before its begin was written: one row, as a decision is. */
 function recordOf(read: HeldRead): RecordStepInput {

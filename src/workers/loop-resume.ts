@@ -130,13 +130,26 @@ async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenera
     return fin.result;
   }
   if (verdict.tool.kind === 'write') s.state.usage.writeCalls++;
+  let target = step;
+  if (giveBack && verdict.tool.kind === 'write' && !verdict.tool.idempotent) {
+    // A write an operator declared did not happen is carried out under a new intent,
+    // committed before it runs (with the declared step closed, in one transaction): a crash
+    // during it leaves that intent started, which the next resume finds unknown, and the
+    // declared step is not carried out a second time.
+    target = await s.runs.beginStep(s.fence, {
+      runId: s.runId, kind: 'action', tool: verdict.tool.name, args: verdict.args, ...(step.idempotencyKey === null ? {} : { idempotencyKey: step.idempotencyKey }),
+      before: [{ finish: { stepId: step.id, status: 'abandoned', error: `declared not to have happened; carried out again as step ${s.state.lastSeq + 1}`, durationMs: 0, usage: { ...s.state.usage } } }],
+    });
+    s.state.lastSeq = target.seq;
+    yield { type: 'step_started', step: target };
+  }
   const out = await s.exec(verdict.tool.name, verdict.args, step.idempotencyKey ?? randomUUID());
   if (!out.ok && out.aborted) {
-    yield* s.settle(step, 'failed', { error: out.error, durationMs: out.durationMs });
+    yield* s.settle(target, 'failed', { error: out.error, durationMs: out.durationMs });
     return undefined; // the stop is handled at the top of the loop
   }
   await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
-  const done = yield* s.settle(step, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+  const done = yield* s.settle(target, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
   recordAction(s.state, done, verdict.tool.kind === 'write');
   return undefined;
 }

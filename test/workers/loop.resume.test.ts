@@ -121,13 +121,35 @@ describe('resuming a run after a crash', () => {
       // One decide per scripted decision: the planner did not start over.
       expect(steps.filter((s) => s.kind === 'decide' && s.status === 'ok').length).toBe(declared === 'happened' ? 3 : 2);
       expect(runs[0]!.usage.steps).toBeGreaterThanOrEqual(before.usage.steps);
-      const write = steps.find((s) => s.tool === 'log_append')!;
-      expect(write.status).toBe(declared === 'happened' ? 'ok' : 'failed'); // aborted by the stop while it held
+      // Declared not to have happened, the step is closed and carried out again under a new
+      // intent (aborted here by the stop while it held).
+      expect(steps.filter((s) => s.tool === 'log_append').map((s) => s.status)).toEqual(declared === 'happened' ? ['ok'] : ['abandoned', 'failed']);
       if (declared === 'happened') expect(result).toMatchObject({ phase: 'completed' });
       const events = (await h.tm.getTask(claim.id)).events;
       expect(events.find((e) => e.type === 'run.resume_requested')).toMatchObject({ actor: 'operator', actorRole: 'operator', data: { side_effect: declared } });
     });
   }
+
+  it('a crash while a write declared not to have happened is carried out again leaves that attempt unknown: it never runs a third time', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const claim = await crashDuringWrite(h, 'log_append', file);
+    expect((await drive(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer', start: true }))!))).result.stopReason).toBe('unknown_side_effect');
+    await h.runs.resumeRun({ taskId: claim.id, actor: operator, sideEffect: 'not_happened', reason: 'checked the log' });
+    // The second rescuer carries it out again, and dies while the write holds.
+    const gen = runTaskLoop(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer-2', start: true }))!));
+    void (async () => {
+      while (!(await gen.next()).done);
+    })().catch(() => undefined);
+    await waitFor(() => readFileSync(file, 'utf8') === 'written\nwritten\n', 5000, 'the write to be carried out again');
+    await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
+    // The third finds that attempt's intent started: unknown, for a person again; never run again.
+    const third = await drive(loopContext(h, (await h.tm.claimTask({ agent: 'rescuer-3', start: true }))!));
+    expect(third.result).toMatchObject({ phase: 'waiting_input', stopReason: 'unknown_side_effect' });
+    expect(readFileSync(file, 'utf8')).toBe('written\nwritten\n');
+    const [run] = await h.runs.runsOf(claim.id);
+    expect((await h.runs.getRun(run!.id)).steps.filter((s) => s.tool === 'log_append').map((s) => s.status)).toEqual(['abandoned', 'unknown']);
+  });
 
   it('a worker whose claim was taken away cannot write another step', async () => {
     const h = harness();
