@@ -1,9 +1,9 @@
 /**
- * `public` is on the store's search path (extensions live there), and another user of the
- * database may be able to create objects in it (PostgreSQL 14 and older let everyone). An
- * operator or function there that is a closer match than pg_catalog's for some arguments
- * would run as taskloop's role inside its transactions: the statements taskloop composes
- * with an untyped literal (the wake-up and control channels) name pg_catalog's own.
+ * Another user of the database may be able to create objects in `public` (PostgreSQL 14 and
+ * older let everyone). An operator or function there that is a closer match than
+ * pg_catalog's for some arguments would run as taskloop's role inside its transactions if
+ * `public` were on the store's search path: it is not (connection.ts), next_event_id() is
+ * re-pinned without it (migration 3), and the channel statements name pg_catalog's own.
  */
 import pg from 'pg';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';

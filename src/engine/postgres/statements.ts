@@ -63,5 +63,3 @@ export function namedStatements(enabled: boolean): (text: string, params: unknow
     return { name, text, values };
   };
 }
-
-
