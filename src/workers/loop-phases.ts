@@ -13,6 +13,7 @@ import { applyRestartPolicy } from './restart-policy.js';
 import { createDetectors } from './detectors.js';
 import type { RunResult, TaskLoopEvent } from './loop-context.js';
 import type { RunScope } from './loop-scope.js';
+import { keyFor, noteSettled, retryError, unknownError, unsureWrite } from './unsure.js';
 
 /** Go round again (the step's outcome is handled at the top of the loop). */
 export const AGAIN = Symbol('again');
@@ -177,7 +178,8 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     if (detector !== null) return yield* end(r, 'blocked', 'loop_detected', { message: `no-progress detector ${detector} fired` });
     return AGAIN;
   }
-  const key = randomUUID();
+  // An idempotent write tried before with no answer goes again under the same key (unsure.ts).
+  const key = keyFor(state.unsure, fence.taskId, verdict.tool.name, verdict.args) ?? randomUUID();
   const write = verdict.tool.kind === 'write';
   const actionStep = yield* begin(r, 'action', decision.tool, verdict.args, key, verdict.kind === 'run' && verdict.tool.kind === 'read');
   if (verdict.kind === 'park') {
@@ -201,15 +203,26 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     ok: out.ok, ...(out.ok ? { result: out.result } : { error: out.error }),
   });
   if (write) state.usage.writeCalls++;
+  const unsure = unsureWrite(verdict.tool, out);
+  if (!out.ok && unsure === 'unknown') {
+    // It may have taken effect: never tried again unasked; a person says which.
+    if (!out.aborted) await r.runs.breakerRecord(verdict.tool.name, false, ctx.breakerPolicy, fence.taskId);
+    const lost = yield* settle(r, actionStep, 'unknown', { error: unknownError(out.error), durationMs: out.durationMs });
+    recordAction(state, lost, true);
+    if (out.aborted) return AGAIN; // the stop is handled at the top of the loop
+    return yield* end(r, 'waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${verdict.tool.name}) may or may not have taken effect: ${out.error}` });
+  }
+  const error = out.ok ? undefined : unsure === 'retry_same_key' ? retryError(out.error) : out.error;
   if (!out.ok && out.aborted) {
-    yield* settle(r, actionStep, 'failed', { error: out.error, durationMs: out.durationMs });
+    noteSettled(state.unsure, fence.taskId, yield* settle(r, actionStep, 'failed', { error, durationMs: out.durationMs }));
     return AGAIN; // the stop is handled at the top of the loop
   }
   await r.runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
   let spent = false;
   if (out.ok) state.usage.consecutiveFailures = 0;
   else spent = failure(r);
-  const done = yield* settle(r, actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: splitImage(out.result).kept, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+  const done = yield* settle(r, actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: splitImage(out.result).kept, durationMs: out.durationMs } : { error, durationMs: out.durationMs });
+  noteSettled(state.unsure, fence.taskId, done);
   const detector = recordAction(state, done, write);
   const failedItem = state.plan.items.find((i) => i.status === 'failed');
   if (failedItem !== undefined) {

@@ -7,12 +7,13 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Approval, BreakerPolicy, Fence, FinalPhase, RunStore, Step, TaskCard } from '../engine/index.js';
-import type { ToolRegistry } from '../tools/registry.js';
+import type { Tool, ToolRegistry } from '../tools/registry.js';
 import type { AcceptanceReport } from './acceptance.js';
 import type { ExecOutcome } from './execute.js';
 import type { GateVerdict } from './gate.js';
 import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
 import type { RunResult, TaskLoopEvent } from './loop.js';
+import { noteSettled, retryError, unknownError, unsureWrite } from './unsure.js';
 
 type Settle = (
   started: Step,
@@ -144,14 +145,43 @@ async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenera
     yield { type: 'step_started', step: target };
   }
   const out = await s.exec(verdict.tool.name, verdict.args, step.idempotencyKey ?? randomUUID());
+  const lost = yield* unknownWrite(s, target, verdict.tool, out);
+  if (lost !== undefined) return lost === STOPPED ? undefined : lost;
   if (!out.ok && out.aborted) {
-    yield* s.settle(target, 'failed', { error: out.error, durationMs: out.durationMs });
+    yield* settled(s, target, verdict.tool, out);
     return undefined; // the stop is handled at the top of the loop
   }
   await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
-  const done = yield* s.settle(target, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+  const done = yield* settled(s, target, verdict.tool, out);
   recordAction(s.state, done, verdict.tool.kind === 'write');
   return undefined;
+}
+
+/** The stop is handled at the top of the loop. */
+const STOPPED = Symbol('stopped');
+
+/**
+ * A write carried out here whose call ended without an answer and that is not safe to repeat
+ * (unsure.ts): recorded `unknown`, and the run waits for a person (its result), or goes on to
+ * its stop. Undefined for any other outcome.
+ */
+async function* unknownWrite(s: ResumeScope, step: Step, tool: Tool, out: ExecOutcome): AsyncGenerator<TaskLoopEvent, RunResult | typeof STOPPED | undefined, undefined> {
+  if (out.ok || unsureWrite(tool, out) !== 'unknown') return undefined;
+  if (!out.aborted) await s.runs.breakerRecord(tool.name, false, s.breakerPolicy, s.fence.taskId);
+  const lost = yield* s.settle(step, 'unknown', { error: unknownError(out.error), durationMs: out.durationMs });
+  recordAction(s.state, lost, true);
+  if (out.aborted) return STOPPED;
+  const fin = await s.finish('waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${tool.name}) may or may not have taken effect: ${out.error}` });
+  yield fin.event;
+  return fin.result;
+}
+
+/** Settles a call carried out here ok or failed; an idempotent write of unknown outcome keeps its key (unsure.ts). */
+async function* settled(s: ResumeScope, step: Step, tool: Tool, out: ExecOutcome): AsyncGenerator<TaskLoopEvent, Step, undefined> {
+  const error = out.ok ? undefined : unsureWrite(tool, out) === 'retry_same_key' ? retryError(out.error) : out.error;
+  const done = yield* s.settle(step, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error, durationMs: out.durationMs });
+  noteSettled(s.state.unsure, s.fence.taskId, done);
+  return done;
 }
 
 /** Carries out, refuses or re-parks each call parked on an approval; returns a result when the run must end or park here. */
@@ -179,10 +209,13 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       await s.runs.useApproval(s.fence, approval.id);
       if (tool.kind === 'write') s.state.usage.writeCalls++;
       const out = await s.exec(tool.name, verdict.args, parked.idempotencyKey ?? randomUUID());
+      const lost = yield* unknownWrite(s, parked, tool, out);
+      if (lost === STOPPED) continue;
+      if (lost !== undefined) return lost;
       if (!(!out.ok && out.aborted)) await s.runs.breakerRecord(tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
       if (out.ok) s.state.usage.consecutiveFailures = 0;
       else s.state.usage.consecutiveFailures++;
-      const done = yield* s.settle(parked, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+      const done = yield* settled(s, parked, tool, out);
       recordAction(s.state, done, tool.kind === 'write');
       continue;
     }
@@ -196,7 +229,7 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
         if (verdict.kind === 'run') {
           if (tool.kind === 'write') s.state.usage.writeCalls++;
           const out = await s.exec(tool.name, verdict.args, parked.idempotencyKey ?? randomUUID());
-          const done = yield* s.settle(parked, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error: out.error, durationMs: out.durationMs });
+          const done = yield* settled(s, parked, tool, out);
           recordAction(s.state, done, tool.kind === 'write');
           continue;
         }

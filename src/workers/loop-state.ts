@@ -8,6 +8,7 @@ import { type DetectorState, createDetectors, observeRound } from './detectors.j
 import { type Trace, emptyTrace } from './envelope.js';
 import type { StepSummary } from './planner.js';
 import { type PlanState, planFromCard, recordPlanCall, replan } from './plan.js';
+import { type UnsureKeys, noteSettled } from './unsure.js';
 
 export interface LoopState {
   usage: Usage;
@@ -20,6 +21,8 @@ export interface LoopState {
   /** A high-risk call was skipped because its approval expired and the card says degrade. */
   degraded: boolean;
   plan: PlanState;
+  /** Idempotent writes whose outcome is unknown: the same call again reuses its key (unsure.ts). */
+  unsure: UnsureKeys;
   /**
    * The run's last step is a decision whose consequence a crash cut off (see rebuildState):
    * `retake` a tool decision (not counted: the planner takes it again), or carry out a
@@ -62,6 +65,7 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
     lastSeq: 0,
     degraded: false,
     plan: planFromCard(card),
+    unsure: new Map(),
   };
   for (const step of steps) {
     state.lastSeq = step.seq;
@@ -75,6 +79,7 @@ export function rebuildState(run: Run, steps: Step[], card: TaskCard, tools: Too
     }
     if (step.kind === 'observe' && step.status === 'ok' && step.tool !== null) state.trace.usedTools.push(step.tool);
     if (step.kind !== 'action' || step.tool === null) continue;
+    noteSettled(state.unsure, run.taskId, step);
     recordAction(state, step, tools.get(step.tool)?.kind === 'write');
   }
   // A decision is committed before what it leads to (verifiers, the action step, acceptance),

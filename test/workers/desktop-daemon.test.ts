@@ -204,7 +204,8 @@ describe('desktop tasks in a real daemon under Xvfb', () => {
     const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
     expect((await runs.runsOf(task.id))[0]).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
     const typing = (await stepFinished(tm, task.id)).find((s) => s.tool === 'type_text');
-    expect(typing).toMatchObject({ status: 'failed', error: expect.stringContaining('aborted') });
+    // Part of the text was typed: a write cut off by the stop has an unknown outcome, not a failed one.
+    expect(typing).toMatchObject({ status: 'unknown', error: expect.stringMatching(/aborted.*may or may not have taken effect/) });
     expect(hostsOf(d.child.pid!)).toEqual([]);
 
     // What the editor got: save it from outside (xdotool) and measure; then again, a moment later.
