@@ -13,6 +13,7 @@ export const ERROR_CODES = {
   RUN_NOT_FOUND: 'No run has the given id.',
   APPROVAL_NOT_FOUND: 'No approval has the given id.',
   TOOL_FAILED: 'A tool call failed for a reason of its own; the message names the tool and the cause.',
+  TOOL_OUTCOME_UNKNOWN: 'A tool call ended without knowing whether it took effect (it timed out, was stopped mid-call, or its tool says so); a write of unknown outcome is never repeated unasked.',
   DESKTOP_UNAVAILABLE: 'A desktop tool found no live X display (or could not load nut.js); the step fails, the daemon goes on.',
   RESERVED_NAME: 'The name is reserved for the operator or a system actor; no agent or reviewer may bear it.',
   MODEL_LACKS_VISION: 'An llm card observes by screenshot but its model is not listed as vision-capable; refused before the run starts.',

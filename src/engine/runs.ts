@@ -119,6 +119,8 @@ export interface SideEffect {
   args: unknown;
   seq: number;
   status: 'done' | 'unknown';
+  /** An idempotent write of unknown outcome: the same call goes again only under its idempotency key. */
+  repeatable?: true;
 }
 
 /** The result envelope (DESIGN §5, seed 004), snake_case as users read it. */

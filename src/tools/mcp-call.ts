@@ -5,7 +5,8 @@
  * the race) and output cap. Every refusal is a tool result (`isError: true`) carrying
  * `{"error": {"code", "message"}}`: an engine code, FORBIDDEN for an admission or gate
  * refusal, TOOL_FAILED for a timeout, an oversized result or an internal error (whose own
- * text goes to the log, never to the model).
+ * text goes to the log, never to the model); TOOL_OUTCOME_UNKNOWN for a write that timed out
+ * (it may have taken effect). A write whose output is refused succeeded: `{output_dropped}`.
  */
 import { randomUUID } from 'node:crypto';
 import { type TaskManager, depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
@@ -39,6 +40,8 @@ export interface CallOptions {
   log: (line: string) => void;
 }
 
+const answer = (result: Record<string, unknown>): CallResult => ({ content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result });
+
 const failure = (code: string, message: string): CallResult => ({
   isError: true,
   content: [{ type: 'text', text: JSON.stringify({ error: { code, message } }) }],
@@ -68,14 +71,21 @@ export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clie
       tool.execute(args, { signal, taskId: 0, runId: 0, agent: opts.agent, idempotencyKey: randomUUID(), services: { manager: opts.manager } }),
       aborted,
     ]);
-    if (nestsDeeper(result)) return failure('TOOL_FAILED', `${tool.name}: its output ${depthMessage()}`);
+    // A write did its work whatever its output: it succeeded, without that output.
+    const unanswered = (message: string): CallResult => (tool.kind === 'write' ? answer({ output_dropped: message }) : failure('TOOL_FAILED', message));
+    if (nestsDeeper(result)) return unanswered(`${tool.name}: its output ${depthMessage()}`);
     const text = JSON.stringify(result ?? null);
     const size = Buffer.byteLength(text, 'utf8');
-    if (size > tool.maxOutputBytes) return failure('TOOL_FAILED', `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`);
+    if (size > tool.maxOutputBytes) return unanswered(`${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`);
     const structured = typeof result === 'object' && result !== null && !Array.isArray(result) ? { structuredContent: result as Record<string, unknown> } : {};
     return { content: [{ type: 'text', text }], ...structured };
   } catch (err) {
-    if (limit.timedOut() && !clientSignal.aborted) return failure('TOOL_FAILED', `${tool.name}: timed out after ${tool.timeoutMs} ms`);
+    if (limit.timedOut() && !clientSignal.aborted) {
+      // A write that timed out may have taken effect (a tool that ignores its signal goes on).
+      return tool.kind === 'write'
+        ? failure('TOOL_OUTCOME_UNKNOWN', `${tool.name}: timed out after ${tool.timeoutMs} ms; it may or may not have taken effect`)
+        : failure('TOOL_FAILED', `${tool.name}: timed out after ${tool.timeoutMs} ms`);
+    }
     if (isEngineError(err)) return failure(err.code, err.message.split('\n')[0]!);
     opts.log(`taskloop mcp: ${tool.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
     return failure('TOOL_FAILED', `${tool.name} failed inside the server; its operator can read why in the server's log`);

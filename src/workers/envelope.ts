@@ -14,7 +14,7 @@ export function emptyTrace(): Trace {
   return { usedTools: [], rejectedCalls: [], sideEffects: [], evidence: [], pendingIds: [] };
 }
 
-const RESUME: Record<FinalPhase, string> = {
+export const RESUME_CONDITION: Record<FinalPhase, string> = {
   completed: 'none: acceptance confirmed the goal',
   degraded: 'none: the run ended degraded; start a new run to retry what was skipped',
   failed: 'fix the cause named in stop_reason, then start a new run',
@@ -62,7 +62,7 @@ export function buildEnvelope(input: EnvelopeInput): Envelope {
       pending_ids: [...trace.pendingIds],
       step_count: input.stepCount,
     },
-    safe_resume: { condition: input.resumeCondition ?? RESUME[input.phase], checkpoint_version: input.checkpointVersion },
+    safe_resume: { condition: input.resumeCondition ?? RESUME_CONDITION[input.phase], checkpoint_version: input.checkpointVersion },
   };
   if (input.message !== undefined) envelope.message = input.message;
   if (input.progress !== undefined) envelope.progress = input.progress;

@@ -21,11 +21,13 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
   try {
     const result = await Promise.race([tool.execute(args, { ...ctx, signal }), aborted]);
     // A result is stored, summarised and fingerprinted by recursive code: too deep fails the call.
-    if (nestsDeeper(result)) return { ok: false, error: `${tool.name}: its output ${depthMessage()}`, durationMs: elapsed(), aborted: false, errorType: 'output_too_deep' };
+    // A write's call did its work whatever its output: it succeeded, its output is dropped
+    // (failed, the planner would do it again, and it would be missing from side_effects).
+    const refused = (error: string, errorType: string): ExecOutcome =>
+      tool.kind === 'write' ? { ok: true, result: { output_dropped: error }, durationMs: elapsed() } : { ok: false, error, durationMs: elapsed(), aborted: false, errorType };
+    if (nestsDeeper(result)) return refused(`${tool.name}: its output ${depthMessage()}`, 'output_too_deep');
     const size = Buffer.byteLength(JSON.stringify(result ?? null), 'utf8');
-    if (size > tool.maxOutputBytes) {
-      return { ok: false, error: `${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, durationMs: elapsed(), aborted: false, errorType: 'output_too_large' };
-    }
+    if (size > tool.maxOutputBytes) return refused(`${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, 'output_too_large');
     return { ok: true, result: result ?? null, durationMs: elapsed() };
   } catch (err) {
     if (limit.timedOut() && !runSignal.aborted) {

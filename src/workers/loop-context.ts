@@ -3,10 +3,11 @@
  * of a run moves its task.
  */
 import { createHash } from 'node:crypto';
-import type { BreakerPolicy, Envelope, Fence, FinalPhase, OpenRunResult, Run, RunStore, Step, Task, TaskCard, TaskMove } from '../engine/index.js';
+import type { BreakerPolicy, Envelope, Fence, FinalPhase, OpenRunResult, Run, RunStore, SideEffect, Step, Task, TaskCard, TaskMove } from '../engine/index.js';
 import type { HookRegistry } from '../plugins/hooks.js';
 import type { ToolRegistry, ToolServices } from '../tools/registry.js';
 import { canonical } from './detectors.js';
+import { RESUME_CONDITION } from './envelope.js';
 import type { Planner } from './planner.js';
 
 export type TaskLoopEvent =
@@ -82,12 +83,18 @@ export function parksForInput(phase: FinalPhase, stopReason: string): boolean {
 }
 
 /** The envelope's `safe_resume.condition` where the way on is a command (undefined: the phase's default). */
-export function resumeCondition(taskId: number, stopReason: string, sideEffects: ReadonlyArray<{ tool: string; seq: number; status: string }>): string | undefined {
+export function resumeCondition(taskId: number, phase: FinalPhase, stopReason: string, sideEffects: ReadonlyArray<SideEffect>): string | undefined {
+  const steps = (list: ReadonlyArray<SideEffect>) => list.map((s) => `step ${s.seq} (${s.tool})`).join(', ');
   if (stopReason === 'unknown_side_effect') {
-    const which = sideEffects.filter((s) => s.status === 'unknown').map((s) => `step ${s.seq} (${s.tool})`).join(', ');
+    const which = steps(sideEffects.filter((s) => s.status === 'unknown' && s.repeatable !== true));
     return `decide whether ${which} took effect, then: taskloop task resume ${taskId} --side-effect happened|not-happened (not-happened carries the write out again; it is never repeated otherwise)`;
   }
   if (stopReason === 'restart_limit') return `give the run what it needs, then: taskloop task resume ${taskId} (the same run goes on with its budgets)`;
+  // A run that ends with a write of unknown outcome: whoever retries must know it may have landed.
+  const unsure = sideEffects.filter((s) => s.status === 'unknown');
+  if (unsure.length > 0 && phase !== 'completed' && phase !== 'waiting_input' && phase !== 'waiting_approval') {
+    return `check whether ${steps(unsure)} took effect: the outcome is unknown, and a new run does not know it was tried (${RESUME_CONDITION[phase]})`;
+  }
   return undefined;
 }
 

@@ -53,7 +53,7 @@ export function createFinisher(s: FinisherScope): Finish {
       message: extra.message,
       progress: progressOf(state),
       plan: state.plan.items.length > 0 ? state.plan.items : undefined,
-      resumeCondition: resumeCondition(fence.taskId, stopReason, state.trace.sideEffects),
+      resumeCondition: resumeCondition(fence.taskId, phase, stopReason, state.trace.sideEffects),
     });
     const result: RunResult = { runId: run.id, taskId: fence.taskId, phase, stopReason, envelope };
     if (parksForInput(phase, stopReason)) {

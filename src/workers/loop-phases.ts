@@ -13,7 +13,7 @@ import { applyRestartPolicy } from './restart-policy.js';
 import { createDetectors } from './detectors.js';
 import type { RunResult, TaskLoopEvent } from './loop-context.js';
 import type { RunScope } from './loop-scope.js';
-import { keyFor, noteSettled, retryError, unknownError, unsureWrite } from './unsure.js';
+import { failedSettle, isUnsure, keyFor, noteSettled, unknownError, unsureWrite } from './unsure.js';
 
 /** Go round again (the step's outcome is handled at the top of the loop). */
 export const AGAIN = Symbol('again');
@@ -212,16 +212,17 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     if (out.aborted) return AGAIN; // the stop is handled at the top of the loop
     return yield* end(r, 'waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${verdict.tool.name}) may or may not have taken effect: ${out.error}` });
   }
-  const error = out.ok ? undefined : unsure === 'retry_same_key' ? retryError(out.error) : out.error;
   if (!out.ok && out.aborted) {
-    noteSettled(state.unsure, fence.taskId, yield* settle(r, actionStep, 'failed', { error, durationMs: out.durationMs }));
+    const cut = yield* settle(r, actionStep, 'failed', { ...failedSettle(verdict.tool, out), durationMs: out.durationMs });
+    noteSettled(state.unsure, fence.taskId, cut);
+    if (isUnsure(cut)) recordAction(state, cut, true);
     return AGAIN; // the stop is handled at the top of the loop
   }
   await r.runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
   let spent = false;
   if (out.ok) state.usage.consecutiveFailures = 0;
   else spent = failure(r);
-  const done = yield* settle(r, actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: splitImage(out.result).kept, durationMs: out.durationMs } : { error, durationMs: out.durationMs });
+  const done = yield* settle(r, actionStep, out.ok ? 'ok' : 'failed', out.ok ? { result: splitImage(out.result).kept, durationMs: out.durationMs } : { ...failedSettle(verdict.tool, out), durationMs: out.durationMs });
   noteSettled(state.unsure, fence.taskId, done);
   const detector = recordAction(state, done, write);
   const failedItem = state.plan.items.find((i) => i.status === 'failed');

@@ -13,7 +13,7 @@ import type { ExecOutcome } from './execute.js';
 import type { GateVerdict } from './gate.js';
 import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
 import type { RunResult, TaskLoopEvent } from './loop.js';
-import { noteSettled, retryError, unknownError, unsureWrite } from './unsure.js';
+import { failedSettle, isUnsure, noteSettled, unknownError, unsureWrite } from './unsure.js';
 
 type Settle = (
   started: Step,
@@ -148,7 +148,8 @@ async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenera
   const lost = yield* unknownWrite(s, target, verdict.tool, out);
   if (lost !== undefined) return lost === STOPPED ? undefined : lost;
   if (!out.ok && out.aborted) {
-    yield* settled(s, target, verdict.tool, out);
+    const cut = yield* settled(s, target, verdict.tool, out);
+    if (isUnsure(cut)) recordAction(s.state, cut, true);
     return undefined; // the stop is handled at the top of the loop
   }
   await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
@@ -178,8 +179,7 @@ async function* unknownWrite(s: ResumeScope, step: Step, tool: Tool, out: ExecOu
 
 /** Settles a call carried out here ok or failed; an idempotent write of unknown outcome keeps its key (unsure.ts). */
 async function* settled(s: ResumeScope, step: Step, tool: Tool, out: ExecOutcome): AsyncGenerator<TaskLoopEvent, Step, undefined> {
-  const error = out.ok ? undefined : unsureWrite(tool, out) === 'retry_same_key' ? retryError(out.error) : out.error;
-  const done = yield* s.settle(step, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { error, durationMs: out.durationMs });
+  const done = yield* s.settle(step, out.ok ? 'ok' : 'failed', out.ok ? { result: out.result, durationMs: out.durationMs } : { ...failedSettle(tool, out), durationMs: out.durationMs });
   noteSettled(s.state.unsure, s.fence.taskId, done);
   return done;
 }
@@ -212,9 +212,11 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       const lost = yield* unknownWrite(s, parked, tool, out);
       if (lost === STOPPED) continue;
       if (lost !== undefined) return lost;
-      if (!(!out.ok && out.aborted)) await s.runs.breakerRecord(tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+      const cut = !out.ok && out.aborted;
+      if (!cut) await s.runs.breakerRecord(tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+      // (A call cut off by a stop is no failure of the tool's, as in the loop's own calls.)
       if (out.ok) s.state.usage.consecutiveFailures = 0;
-      else s.state.usage.consecutiveFailures++;
+      else if (!cut) s.state.usage.consecutiveFailures++;
       const done = yield* settled(s, parked, tool, out);
       recordAction(s.state, done, tool.kind === 'write');
       continue;

@@ -8,7 +8,7 @@ import { type DetectorState, createDetectors, observeRound } from './detectors.j
 import { type Trace, emptyTrace } from './envelope.js';
 import type { StepSummary } from './planner.js';
 import { type PlanState, planFromCard, recordPlanCall, replan } from './plan.js';
-import { type UnsureKeys, noteSettled } from './unsure.js';
+import { type UnsureKeys, isUnsure, noteSettled } from './unsure.js';
 
 export interface LoopState {
   usage: Usage;
@@ -113,6 +113,8 @@ export function recordAction(state: LoopState, step: Step, write: boolean) {
     return null;
   }
   if (step.status === 'abandoned') return null;
+  // Failed as far as the plan and the detectors go, but it may have taken effect.
+  if (isUnsure(step)) state.trace.sideEffects.push({ tool, args: step.args, seq: step.seq, status: 'unknown', repeatable: true });
   const ok = step.status === 'ok';
   recordPlanCall(state.plan, tool, ok, step.seq);
   if (ok) {

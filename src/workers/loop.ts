@@ -151,6 +151,9 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
 
 /** Settles what the previous attempt of a resumed run left open (loop-resume.ts). */
 async function* resume(r: RunScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
+  // Stopped before it was claimed again (a crash between a stop and its ending): nothing is
+  // carried out again, not even a write an operator declared did not happen; it ends cancelled.
+  if (r.control() === 'stopped') return undefined;
   const scope = {
     state: r.state, tools: r.ctx.tools, runs: r.runs, fence: r.fence, card: r.card, runId: r.run.id, breakerPolicy: r.ctx.breakerPolicy, rejections: r.rejections,
     // A call carried out again belongs to its step, begun by an earlier attempt: it gets a step span here.

@@ -7,32 +7,46 @@
  *
  * - a non-idempotent write is recorded `unknown` and the run waits for a person, who says
  *   whether it happened (`taskloop task resume N --side-effect happened|not-happened`);
- * - an idempotent write is recorded failed, and the run keeps its idempotency key for that
- *   exact call (this task, this tool, these canonical arguments): if the planner makes the
- *   same call again, it is carried out under the same key, so it takes effect at most once.
- *   A definite answer for that call (ok, or a failure the tool reported) forgets the key.
+ * - an idempotent write is recorded failed, its result `{ outcome: 'unknown' }`, and the run
+ *   keeps its idempotency key for that exact call (this task, this tool, these canonical
+ *   arguments): if the planner makes the same call again, it is carried out under the same
+ *   key, so it takes effect at most once. Only that call's success forgets the key: a retry
+ *   that fails (a 429 before the service looked at the key) says nothing about the first
+ *   attempt. The price: a deliberate repeat of the same call later in the run, before one
+ *   attempt succeeded, is answered by the tool as a replay of the first.
  *
- * A failure the tool reported itself (it threw, its output was too big) is a plain failure.
+ * Both are listed in the envelope's side_effects as `unknown`. A tool that cannot tell
+ * either (its connection dropped mid-call) throws an EngineError `TOOL_OUTCOME_UNKNOWN`, and
+ * is treated as a timed-out one. Any other failure the tool reported (it threw) is a plain
+ * failure; a write whose output was too big or too deep took
+ * effect, and is recorded ok without its output (execute.ts).
  */
 import type { Step } from '../engine/index.js';
 import type { Tool } from '../tools/registry.js';
 import type { ExecOutcome } from './execute.js';
 import { fingerprint } from './loop-context.js';
 
-/** Marks the error of an idempotent write whose outcome is unknown (read back when a run is rebuilt). */
-export const UNSURE_MARK = 'its outcome is unknown';
+/** The result an idempotent write of unknown outcome records (a failed step has no other result). */
+export const UNSURE_RESULT = { outcome: 'unknown' } as const;
+
+/** Whether a settled step is an idempotent write whose outcome is unknown (its key is kept). */
+export const isUnsure = (step: Pick<Step, 'status' | 'result'>): boolean =>
+  step.status === 'failed' && (step.result as { outcome?: unknown } | null)?.outcome === 'unknown';
 
 /** What a finished call of `tool` means for its write: `unknown` (a person decides), `retry_same_key`, or nothing unusual. */
 export function unsureWrite(tool: Tool, out: ExecOutcome): 'unknown' | 'retry_same_key' | undefined {
-  if (tool.kind !== 'write' || out.ok || !(out.aborted || out.errorType === 'timeout')) return undefined;
+  if (tool.kind !== 'write' || out.ok || !(out.aborted || out.errorType === 'timeout' || out.errorType === 'TOOL_OUTCOME_UNKNOWN')) return undefined;
   return tool.idempotent ? 'retry_same_key' : 'unknown';
 }
 
 /** The error an `unknown` write step records. */
 export const unknownError = (error: string) => `${error}; the write may or may not have taken effect`;
 
-/** The error an idempotent write of unknown outcome records (the planner reads it). */
-export const retryError = (error: string) => `${error}; ${UNSURE_MARK}: calling it again with the same arguments repeats it under the same idempotency key`;
+/** How a failed call is settled: its error, and for an idempotent write of unknown outcome the result that keeps its key (the planner reads both). */
+export function failedSettle(tool: Tool, out: Extract<ExecOutcome, { ok: false }>): { error: string; result?: typeof UNSURE_RESULT } {
+  if (unsureWrite(tool, out) !== 'retry_same_key') return { error: out.error };
+  return { error: `${out.error}; its outcome is unknown: calling it again with the same arguments repeats it under the same idempotency key`, result: UNSURE_RESULT };
+}
 
 /** The calls whose key is kept: call fingerprint → idempotency key. */
 export type UnsureKeys = Map<string, string>;
@@ -42,10 +56,9 @@ export function keyFor(keys: UnsureKeys, taskId: number, tool: string, args: unk
   return keys.get(fingerprint(taskId, tool, args));
 }
 
-/** Keeps or forgets the key of the call a settled step made. */
+/** Keeps the key of an unsure call, or forgets it once that call succeeded. */
 export function noteSettled(keys: UnsureKeys, taskId: number, step: Step): void {
   if (step.kind !== 'action' || step.tool === null || step.idempotencyKey === null) return;
-  const fp = fingerprint(taskId, step.tool, step.args);
-  if (step.status === 'failed' && step.error?.includes(UNSURE_MARK) === true) keys.set(fp, step.idempotencyKey);
-  else if (step.status === 'ok' || step.status === 'failed') keys.delete(fp);
+  if (isUnsure(step)) keys.set(fingerprint(taskId, step.tool, step.args), step.idempotencyKey);
+  else if (step.status === 'ok' && keys.size > 0) keys.delete(fingerprint(taskId, step.tool, step.args));
 }

@@ -3,12 +3,13 @@
  * while it ran) may have taken effect: it is never tried again as if it had failed
  * (src/workers/unsure.ts). The tools here ignore their signal and land their line late.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { type Run, type Step, checkCard } from '../../src/engine/index.js';
 import { rebuildState } from '../../src/workers/loop-state.js';
+import { runTaskLoop } from '../../src/workers/loop.js';
 import { waitFor } from '../helpers.js';
 import { card, claimWith, drive, harness, loopContext, runCard } from './harness.js';
 
@@ -80,20 +81,107 @@ describe('a write whose call timed out or was cut off', () => {
     expect(lines(file)).toBe('a\nb\na\n');
   });
 
-  it('a resumed run keeps the key of an idempotent write of unknown outcome (rebuilt from its steps)', () => {
+  it('a retry under the kept key that fails on its own (a 429) keeps the key: the third try still lands once', async () => {
     const h = harness();
-    const step = (seq: number, status: Step['status'], error: string | null, key: string, args: unknown): Step => ({
-      id: seq, runId: 1, seq, kind: 'action', status, tool: 'late_append_once', args, result: null, error, durationMs: 0, tokens: 0, idempotencyKey: key, startedAt: 0, finishedAt: 0,
+    const file = join(h.dir, 'log.txt');
+    const reject = join(h.dir, 'reject-next');
+    const pay = { action: 'tool', tool: 'late_append_once', args: { file, line: 'paid', delay_ms: 400, reject_file: reject } };
+    const { result } = await drive(loopContext(h, await claimWith(h, card({ allowed_tools: ['late_append_once'], budget: { max_steps: 20, max_write_calls: 5, max_failures: 5 }, script: [pay, pay, pay, { action: 'done' }] }))), (e) => {
+      // After the first attempt timed out, the service refuses the next call before it looks at the key.
+      if (e.type === 'step_finished' && e.step.kind === 'action' && e.step.seq < 4) writeFileSync(reject, '');
     });
-    const unsure = 'late_append_once: timed out after 200 ms; its outcome is unknown: calling it again with the same arguments repeats it under the same idempotency key';
+    const steps = (await h.runs.getRun(result.runId)).steps.filter((s) => s.kind === 'action');
+    expect(steps.map((s) => [s.status, s.idempotencyKey === steps[0]!.idempotencyKey])).toEqual([['failed', true], ['failed', true], ['ok', true]]);
+    expect(steps[1]!.error).toMatch(/429 rate limited/);
+    expect(lines(file)).toBe('paid\n');
+  });
+
+  it('an idempotent write of unknown outcome is listed in side_effects, and a run that ends with one says so in safe_resume', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const { result } = await runCard(h, card({ allowed_tools: ['late_append_once'], script: [{ action: 'tool', tool: 'late_append_once', args: { file, line: 'a', delay_ms: 400 } }, { action: 'fail', reason: 'gave up' }] }));
+    expect(result).toMatchObject({ phase: 'failed', stopReason: 'planner_fail' });
+    expect(result.envelope!.side_effects).toEqual([{ tool: 'late_append_once', args: { file, line: 'a', delay_ms: 400 }, seq: 2, status: 'unknown', repeatable: true }]);
+    expect(result.envelope!.safe_resume.condition).toMatch(/^check whether step 2 \(late_append_once\) took effect: the outcome is unknown, and a new run does not know it was tried/);
+  });
+
+  it('a failure whose text only quotes the words "its outcome is unknown" keeps no key: the mark is the step’s result, not its text', async () => {
+    const h = harness();
+    const file = join(h.dir, 'its outcome is unknown', 'log.txt');
+    const write = { action: 'tool', tool: 'late_append_once', args: { file, line: 'a', delay_ms: 0 } };
+    const { result } = await runCard(h, card({ allowed_tools: ['late_append_once'], budget: { max_steps: 20, max_failures: 5 }, script: [write, write, { action: 'done' }] }));
+    const steps = (await h.runs.getRun(result.runId)).steps.filter((s) => s.kind === 'action');
+    expect(steps.map((s) => s.status)).toEqual(['failed', 'failed']);
+    expect(steps[0]!.error).toMatch(/its outcome is unknown/);
+    expect(steps[1]!.idempotencyKey).not.toBe(steps[0]!.idempotencyKey);
+  });
+
+  it('a write whose output is over the cap took effect: it is ok without its output, not failed and done again', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const big = 'x'.repeat(70_000);
+    const { result } = await runCard(h, card({ allowed_tools: ['log_append'], budget: { max_steps: 20, max_write_calls: 5 }, script: [{ action: 'tool', tool: 'log_append', args: { file, line: big } }, { action: 'done' }] }));
+    expect(result.phase).toBe('completed');
+    const step = (await h.runs.getRun(result.runId)).steps.find((s) => s.kind === 'action')!;
+    expect(step).toMatchObject({ status: 'ok', result: { output_dropped: expect.stringMatching(/log_append: output of \d+ bytes exceeds the cap of \d+/) } });
+    expect(result.envelope!.side_effects).toMatchObject([{ tool: 'log_append', status: 'done' }]);
+    expect(lines(file).length).toBe(big.length + 1);
+  });
+
+  it('a tool that says it cannot tell (TOOL_OUTCOME_UNKNOWN) is treated as a write that timed out', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const write = { action: 'tool', tool: 'unsure_append', args: { file, line: 'paid' } };
+    const { result } = await runCard(h, card({ allowed_tools: ['unsure_append'], budget: { max_steps: 20, max_write_calls: 5 }, script: [write, write, { action: 'done' }] }));
+    expect(result).toMatchObject({ phase: 'waiting_input', stopReason: 'unknown_side_effect' });
+    const step = (await h.runs.getRun(result.runId)).steps.find((s) => s.kind === 'action')!;
+    expect(step).toMatchObject({ status: 'unknown', error: expect.stringMatching(/unsure_append: TOOL_OUTCOME_UNKNOWN: the connection dropped/) });
+    expect(lines(file)).toBe('paid\n');
+  });
+
+  it('a run stopped before a crash took it away carries nothing out again when claimed: it ends cancelled', async () => {
+    const h = harness();
+    const file = join(h.dir, 'log.txt');
+    const claim = await claimWith(h, card({ allowed_tools: ['log_append'], budget: { max_steps: 10, max_write_calls: 3 }, script: [{ action: 'tool', tool: 'log_append', args: { file, line: 'paid', hold_ms: 30_000 } }, { action: 'done' }] }));
+    // The worker starts the write and is never heard from again (its later writes are fenced).
+    const gen = runTaskLoop(loopContext(h, claim));
+    for (;;) {
+      const { value } = await gen.next();
+      if (value !== undefined && typeof value === 'object' && 'type' in value && value.type === 'step_started' && value.step.tool === 'log_append') break;
+    }
+    gen.next().catch(() => undefined);
+    await waitFor(() => lines(file) === 'paid\n', 5000, 'the write to land');
+    await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
+    // The stop came while no one ran it.
+    await h.other().runs.setControl({ target: [claim.id], state: 'stopped', actor: operator });
+    const again = await h.tm.claimTask({ agent: 'rescuer', start: true });
+    if (again !== null) {
+      const { result } = await drive(loopContext(h, again));
+      expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+    }
+    expect((await h.tm.getTask(claim.id)).state).toBe('cancelled');
+    expect(lines(file)).toBe('paid\n');
+  });
+
+  it('a resumed run keeps the key of an idempotent write of unknown outcome (rebuilt from its steps) until that call succeeds', () => {
+    const h = harness();
+    const step = (seq: number, status: Step['status'], result: unknown, key: string, args: unknown): Step => ({
+      id: seq, runId: 1, seq, kind: 'action', status, tool: 'late_append_once', args, result, error: status === 'ok' ? null : 'late_append_once: its outcome is unknown', durationMs: 0, tokens: 0, idempotencyKey: key, startedAt: 0, finishedAt: 0,
+    });
     const run = { id: 1, taskId: 7, usage: { steps: 3, tokens: 0, writeCalls: 3, consecutiveFailures: 0, pending: 0 } } as unknown as Run;
     const checked = checkCard(card({ allowed_tools: ['late_append_once'] }));
     if (!checked.ok) throw new Error(checked.problems.join('; '));
     const a = { file: 'f', line: 'a', delay_ms: 0 };
     const b = { file: 'f', line: 'b', delay_ms: 0 };
     const c = { file: 'f', line: 'c', delay_ms: 0 };
-    const steps = [step(1, 'failed', unsure, 'k-a', a), step(2, 'failed', unsure, 'k-b', b), step(3, 'ok', null, 'k-b2', b), step(4, 'failed', 'late_append_once: refused by the server', 'k-c', c)];
+    const unsure = { outcome: 'unknown' };
+    const steps = [
+      step(1, 'failed', unsure, 'k-a', a), step(2, 'failed', null, 'k-a', a), // a: unsure, then a plain failure under its key: still kept
+      step(3, 'failed', unsure, 'k-b', b), step(4, 'ok', null, 'k-b', b), // b: unsure, then done: forgotten
+      step(5, 'failed', null, 'k-c', c), // c: a plain failure (its text quotes the words): never kept
+    ];
     const state = rebuildState(run, steps, checked.card, h.tools);
     expect([...state.unsure.values()]).toEqual(['k-a']);
+    expect(state.trace.sideEffects.map((e) => [e.seq, e.status])).toEqual([[1, 'unknown'], [3, 'unknown'], [4, 'done']]);
   });
 });

@@ -48,6 +48,7 @@ const ENGINE_STATUS: Record<ErrorCode, number> = {
   DEPENDENCY_CYCLE: 400,
   STORE_BUSY: 503,
   TOOL_FAILED: 502,
+  TOOL_OUTCOME_UNKNOWN: 504,
   DESKTOP_UNAVAILABLE: 503,
   MODEL_LACKS_VISION: 422,
   // The store's faults are the server's, not the request's: retry later (or elsewhere).

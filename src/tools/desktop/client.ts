@@ -114,7 +114,8 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
       const onExit = (code: number | null, sig: NodeJS.Signals | null) => {
         const how = sig !== null ? `crashed (${sig})` : `exited with code ${code}`;
         const last = lastWords(stderr);
-        done(() => reject(new Error(`the desktop host ${how} during ${op.op}${last ? `: ${last}` : ''}; the next call starts a new one`)));
+        // What it did before it died (keys typed, a click) is not known: a write's outcome is unknown.
+        done(() => reject(new EngineError('TOOL_OUTCOME_UNKNOWN', `the desktop host ${how} during ${op.op}${last ? `: ${last}` : ''}; the next call starts a new one`)));
       };
       const onAbort = () => {
         kill();
