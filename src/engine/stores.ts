@@ -46,6 +46,8 @@ export interface StoresOptions {
   checkpoints?: 'background' | 'inline';
   /** PostgreSQL: connections in this store's pool (see poolSizeFor). */
   poolSize?: number;
+  /** SQLite: writes asked for in one turn of the event loop share a transaction (see SqliteStoreOptions). */
+  groupCommit?: boolean;
   log?: (line: string) => void;
 }
 
@@ -71,6 +73,7 @@ export function createStores(opts: StoresOptions): Stores {
     readonly: opts.readonly === true,
     ...(opts.writeLock === undefined ? {} : { writeLock: opts.writeLock }),
     ...(opts.checkpoints === undefined ? {} : { checkpoints: opts.checkpoints }),
+    ...(opts.groupCommit === undefined ? {} : { groupCommit: opts.groupCommit }),
     ...(opts.log === undefined ? {} : { log: opts.log }),
   });
   return {

@@ -58,6 +58,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
 
   const { thread } = ctx;
   const hasRoom = () => !ctx.draining() && inFlight < config.perThread && seatsTaken(seats) < config.concurrency;
+  const room = () => (ctx.draining() ? 0 : Math.min(config.perThread - inFlight, config.concurrency - seatsTaken(seats)));
 
   const runOne = async ({ claimed, slot, exclusive }: Claimed): Promise<void> => {
     const { task, opened } = claimed;
@@ -86,6 +87,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
   note({ type: 'ready' });
   claimer = startClaimer<Claimed>({
     hasRoom,
+    room,
     claim: async () => {
       if (!takeSeat(seats, thread, config.concurrency)) return null;
       // The display's token first, so that no two threads claim a desktop task at once.

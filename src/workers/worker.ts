@@ -35,8 +35,8 @@ export default async function work(request: ServeRequest): Promise<ServeReply> {
     const tools = await loadTools(config.toolModules);
     await loadPlugins(config.plugins);
     // The daemon's main thread runs the process's one checkpointer; this thread's commits are
-    // counted for it through the shared lock.
-    stores = createStores({ database: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline', poolSize: config.poolSize });
+    // counted for it through the shared lock. The thread's many runs share their commits.
+    stores = createStores({ database: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline', poolSize: config.poolSize, groupCommit: true });
     const tm = createTaskManager({ store: stores.store });
     // The ticket demo's tools write their tables in the store's database.
     const runner = createRunner({ tm, runs: stores.runs, tools, plugins: config.plugins, breaker: config.breaker, services: { tickets: ticketStoreFor(stores.store) } });

@@ -17,6 +17,7 @@ import { prepareClaim, prepareHeartbeat } from './claim.js';
 import { type Db, type Durability, isBusyError, openDatabase, retryBusy } from './connection.js';
 import { WRITE_SPIN_MS, readOnBusy, spinOnBusy } from './busy.js';
 import { prepareCreate } from './create.js';
+import { createGroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { FATAL_FAULTS, faultReporter, storeError, storeFault } from './faults.js';
 import { type FileGuard, createFileGuard, quickCheck } from './guard.js';
@@ -54,6 +55,12 @@ export interface SqliteStoreOptions {
   log?: (line: string) => void;
   /** How often, at most, a write first looks whether the file or its -wal was replaced. @defaultValue 50 */
   guardIntervalMs?: number;
+  /**
+   * Writes asked for within one turn of the event loop share one transaction, each under its
+   * own savepoint (group-commit.ts): for a thread that holds many runs, such as a daemon's.
+   * @defaultValue false
+   */
+  groupCommit?: boolean;
 }
 
 export interface SqliteTaskStore extends TaskStore {
@@ -189,14 +196,14 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     return withWriteLock(lock, () => locked(what, fn, spinMs));
   }
 
-  function write<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>> {
+  function writeNow<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>> {
     if (readonly) return Promise.reject(storeFault('STORE_READONLY', path, what, 'this store opened the file read-only'));
     let outcome: WriteOutcome<T>;
     try {
       precheck(what);
       // Another thread of this process is writing: wait for it without blocking this thread,
       // whose other runs go on meanwhile (a daemon thread holds many), then try again.
-      if (lock !== undefined && !tryWriteLock(lock)) return whenUnlocked(lock).then(() => write(what, fn));
+      if (lock !== undefined && !tryWriteLock(lock)) return whenUnlocked(lock).then(() => writeNow(what, fn));
       try {
         outcome = locked(what, fn, WRITE_SPIN_MS);
       } finally {
@@ -216,6 +223,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     if (outcome.events.length > 0) watcher.notifyLocal();
     return Promise.resolve(outcome);
   }
+
+  const group = opts.groupCommit === true && !readonly ? createGroupCommit(db, writeNow, fail) : undefined;
+  const write = group?.write ?? writeNow;
 
   function read<T>(what: string, fn: () => T): T {
     try {
@@ -270,6 +280,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     stats: async () => read('stats', () => reads.stats()),
     watch: (onChange) => watcher.subscribe(onChange),
     close: async () => {
+      await group?.drain();
       watcher.close();
       space?.close();
       // The checkpointer's connection closes first, so this one is the last and its close
