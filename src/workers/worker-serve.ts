@@ -89,7 +89,8 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     hasRoom,
     room,
     claim: async () => {
-      if (!takeSeat(seats, thread, config.concurrency)) return null;
+      // (A burst's later claims, once the daemon drains, claim nothing only to release it.)
+      if (ctx.draining() || !takeSeat(seats, thread, config.concurrency)) return null;
       // The display's token first, so that no two threads claim a desktop task at once.
       const token = wantsExclusive && takeToken(seats, thread);
       const slot = `${config.daemonId}/${thread}.${generation}.${next++}`;

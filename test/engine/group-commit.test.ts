@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { EngineError, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { startClaimer } from '../../src/workers/claimer.js';
 import { faultReporter } from '../../src/engine/index.js';
 import { operator, tempDir } from '../helpers.js';
@@ -35,11 +35,11 @@ function openGrouped(groupCommit = true) {
   return { path, store, tm };
 }
 
-/** A write of a row to the test's own table; `fail`: it throws after the insert. */
+/** A write of a row to the test's own table; `fail`: the engine refuses it after the insert. */
 const insert = (store: ReturnType<typeof openGrouped>['store'], x: number, fail = false) =>
   store.write(`insert ${x}`, () => {
     store.db.prepare('INSERT INTO scratch (x) VALUES (?)').run(x);
-    if (fail) throw new Error(`write ${x} refused after it inserted`);
+    if (fail) throw new EngineError('VALIDATION_FAILED', `write ${x} refused after it inserted`);
     return x;
   });
 
@@ -72,8 +72,46 @@ describe('group commit', () => {
     });
   }
 
+  it('a write that meets a full disk aborts its whole batch: every write rejects STORE_FULL, none is kept, and the store writes again once there is room', async () => {
+    const { path, store } = openGrouped();
+    const pages = store.db.pragma('page_count', { simple: true }) as number;
+    // The file may not grow past a few pages: SQLite answers SQLITE_FULL, and may roll back
+    // the whole transaction, not just the write's savepoint.
+    store.db.pragma(`max_page_count = ${pages + 3}`);
+    const big = (x: number) =>
+      store.write(`insert ${x} with 200 KB`, () => {
+        store.db.prepare('INSERT INTO scratch (x) VALUES (?)').run(x);
+        store.db.prepare('INSERT INTO scratch (x) VALUES (zeroblob(200000))').run();
+        return x;
+      });
+    // (The disk-full recovery truncates the -wal: what was kept is read from the file.)
+    const settled = await Promise.allSettled([insert(store, 1), big(2), insert(store, 3), insert(store, 4)]);
+    expect(settled.map((r) => (r.status === 'rejected' ? (r.reason as { code?: string }).code : 'ok'))).toEqual(['STORE_FULL', 'STORE_FULL', 'STORE_FULL', 'STORE_FULL']);
+    const reader = new Database(path, { readonly: true });
+    onTestFinished(() => {
+      reader.close();
+    });
+    expect(reader.prepare('SELECT x FROM scratch').pluck().all()).toEqual([]);
+    store.db.pragma('max_page_count = 1073741823');
+    expect((await insert(store, 5)).value).toBe(5);
+    expect(reader.prepare('SELECT x FROM scratch').pluck().all()).toEqual([5]);
+  });
+
+  it('a write that finds the file corrupt aborts its whole batch, and the store writes nothing more', async () => {
+    const { store } = openGrouped();
+    const corrupt = () =>
+      store.write('read a damaged page', () => {
+        throw Object.assign(new Error('database disk image is malformed'), { code: 'SQLITE_CORRUPT' });
+      });
+    const settled = await Promise.allSettled([insert(store, 1), corrupt(), insert(store, 2)]);
+    expect(settled.map((r) => (r.status === 'rejected' ? (r.reason as { code?: string }).code : 'ok'))).toEqual(['STORE_CORRUPT', 'STORE_CORRUPT', 'STORE_CORRUPT']);
+    expect(store.db.prepare('SELECT x FROM scratch').pluck().all()).toEqual([]);
+    await expect(insert(store, 3)).rejects.toMatchObject({ code: 'STORE_CORRUPT' });
+  });
+
   it('a batch waits out another connection’s write lock, then commits whole', async () => {
     const { path, store, tm } = openGrouped();
+    const before = walCommits(path);
     const other = new Database(path);
     onTestFinished(() => {
       other.close();
@@ -84,6 +122,7 @@ describe('group commit', () => {
     const [a, seven, b] = await asked;
     expect([a.task.title, seven.value, b.task.title]).toEqual(['a', 7, 'b']);
     expect((await tm.findTasks({})).length).toBe(2);
+    expect(walCommits(path) - before).toBe(1);
   });
 
   it('closing waits for the writes asked for: none is lost', async () => {

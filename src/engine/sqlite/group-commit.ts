@@ -10,14 +10,23 @@
  * one-tool runs in flight (BENCHMARKS.md): ~1.5 → ~0.8 ms of CPU per task.
  *
  * What holds, write by write, as without it:
- * - each write is all or nothing: one that throws (a stale claim, a refused move) is rolled
- *   back to its savepoint and rejects with its own error; the others in the batch commit;
+ * - each write is all or nothing: one the engine refuses (an EngineError: a stale claim, a
+ *   refused move) is rolled back to its savepoint and rejects with its own error; the others
+ *   in the batch commit;
+ * - anything else a write meets is the store's fault, not the write's (SQLITE_FULL, an I/O
+ *   error, corruption; SQLite may already have rolled the whole transaction back): the whole
+ *   batch is rolled back and every write in it rejects with that fault, named by the store
+ *   (STORE_FULL starts the disk-full recovery, corruption stops the store's writes). Going on
+ *   would let a later write's savepoint commit on its own outside the batch, or write into a
+ *   damaged file;
  * - each caller gets its own value and its own events, and hears only after the commit;
- * - writes run in the order they were asked for (a run's journal keeps one in flight);
- * - a commit that fails (the disk is full, the file was replaced) rejects every write in it,
- *   none of which is committed; lock contention retries the whole batch (store.write).
+ * - within a batch, writes run in the order they were asked for; between batches, as between
+ *   writes without group commit, a write that waits out another process's lock may be
+ *   overtaken by a later one (a run's journal keeps one write of the run in flight);
+ * - lock contention retries the whole batch (store.write), before any write of it has run.
  * A lone write goes as before, one hop of the event loop later.
  */
+import { isEngineError } from '../errors.js';
 import type { WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
@@ -70,6 +79,8 @@ export function createGroupCommit(db: Db, writeNow: WriteNow, name: (err: unknow
           events.push(...own);
           return { ok: true, value, events: own };
         } catch (error) {
+          // Only the engine's own refusal stays the write's; the rest aborts the batch.
+          if (!isEngineError(error) || !db.inTransaction) throw error;
           return { ok: false, error };
         }
       });
