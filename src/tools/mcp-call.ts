@@ -58,6 +58,8 @@ export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clie
     else signal.addEventListener('abort', onAbort, { once: true });
   });
   aborted.catch(() => undefined);
+  // Once the tool runs, a write that does not answer may have taken effect.
+  let executing = false;
   try {
     let args = tool.parse(raw ?? {});
     const refused = tool.admit(args, mcpCard(tool.name));
@@ -67,6 +69,7 @@ export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clie
       if (!verdict.ok) return failure('FORBIDDEN', `${tool.name}: ${verdict.reason}`);
       args = tool.parse(verdict.args);
     }
+    executing = true;
     const result = await Promise.race([
       tool.execute(args, { signal, taskId: 0, runId: 0, agent: opts.agent, idempotencyKey: randomUUID(), services: { manager: opts.manager } }),
       aborted,
@@ -74,17 +77,24 @@ export async function callTool(tool: Tool, raw: unknown, opts: CallOptions, clie
     // A write did its work whatever its output: it succeeded, without that output.
     const unanswered = (message: string): CallResult => (tool.kind === 'write' ? answer({ output_dropped: message }) : failure('TOOL_FAILED', message));
     if (nestsDeeper(result)) return unanswered(`${tool.name}: its output ${depthMessage()}`);
-    const text = JSON.stringify(result ?? null);
+    let text: string;
+    try {
+      text = JSON.stringify(result ?? null);
+    } catch (err) {
+      return unanswered(`${tool.name}: its output cannot be written as JSON (${err instanceof Error ? err.message : String(err)})`);
+    }
     const size = Buffer.byteLength(text, 'utf8');
     if (size > tool.maxOutputBytes) return unanswered(`${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`);
     const structured = typeof result === 'object' && result !== null && !Array.isArray(result) ? { structuredContent: result as Record<string, unknown> } : {};
     return { content: [{ type: 'text', text }], ...structured };
   } catch (err) {
-    if (limit.timedOut() && !clientSignal.aborted) {
-      // A write that timed out may have taken effect (a tool that ignores its signal goes on).
-      return tool.kind === 'write'
-        ? failure('TOOL_OUTCOME_UNKNOWN', `${tool.name}: timed out after ${tool.timeoutMs} ms; it may or may not have taken effect`)
-        : failure('TOOL_FAILED', `${tool.name}: timed out after ${tool.timeoutMs} ms`);
+    // A write that timed out, or that its client cancelled, may have taken effect (a tool that
+    // ignores its signal goes on; one that honours it may have been cut off after its effect).
+    const cut = limit.timedOut() && !clientSignal.aborted ? `timed out after ${tool.timeoutMs} ms` : clientSignal.aborted ? 'cancelled by the client' : undefined;
+    if (cut !== undefined) {
+      return tool.kind === 'write' && executing
+        ? failure('TOOL_OUTCOME_UNKNOWN', `${tool.name}: ${cut}; it may or may not have taken effect`)
+        : failure('TOOL_FAILED', `${tool.name}: ${cut}`);
     }
     if (isEngineError(err)) return failure(err.code, err.message.split('\n')[0]!);
     opts.log(`taskloop mcp: ${tool.name} failed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);

@@ -26,7 +26,14 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     const refused = (error: string, errorType: string): ExecOutcome =>
       tool.kind === 'write' ? { ok: true, result: { output_dropped: error }, durationMs: elapsed() } : { ok: false, error, durationMs: elapsed(), aborted: false, errorType };
     if (nestsDeeper(result)) return refused(`${tool.name}: its output ${depthMessage()}`, 'output_too_deep');
-    const size = Buffer.byteLength(JSON.stringify(result ?? null), 'utf8');
+    let text: string;
+    try {
+      text = JSON.stringify(result ?? null);
+    } catch (err) {
+      // A BigInt, a toJSON that throws: the call returned, its output cannot be kept.
+      return refused(`${tool.name}: its output cannot be written as JSON (${err instanceof Error ? err.message : String(err)})`, 'output_unserializable');
+    }
+    const size = Buffer.byteLength(text, 'utf8');
     if (size > tool.maxOutputBytes) return refused(`${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, 'output_too_large');
     return { ok: true, result: result ?? null, durationMs: elapsed() };
   } catch (err) {

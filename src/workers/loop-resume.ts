@@ -13,7 +13,7 @@ import type { ExecOutcome } from './execute.js';
 import type { GateVerdict } from './gate.js';
 import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
 import type { RunResult, TaskLoopEvent } from './loop.js';
-import { failedSettle, isUnsure, noteSettled, unknownError, unsureWrite } from './unsure.js';
+import { UNSURE_RESULT, failedSettle, isUnsure, noteSettled, unknownError, unsureWrite } from './unsure.js';
 
 type Settle = (
   started: Step,
@@ -103,6 +103,35 @@ export async function* resumeInterrupted(s: ResumeScope, steps: Step[]): AsyncGe
     }
   }
   return undefined;
+}
+
+/**
+ * A run stopped while no one ran it: what its last attempt left open is settled as it stands,
+ * nothing is carried out again (not even a write an operator declared did not happen), so the
+ * cancelled run's envelope tells what may have happened. A write cut off is `unknown` (an
+ * idempotent one failed, its outcome unknown: unsure.ts); a call parked on an approval is
+ * refused; anything else is abandoned.
+ */
+export async function* settleStopped(s: ResumeScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, void, undefined> {
+  const cut = s.state.cutOff;
+  s.state.cutOff = undefined;
+  if (cut?.action === 'retake') yield* s.settle(cut.step, 'abandoned', { error: 'interrupted before its action began; the run was stopped', durationMs: 0 });
+  for (const step of steps) {
+    const tool = step.tool === null ? undefined : s.tools.get(step.tool);
+    const write = step.kind === 'action' && tool?.kind === 'write';
+    if (step.status === 'started' && write && !tool.idempotent) {
+      const lost = yield* s.settle(step, 'unknown', { error: 'the write started but its outcome was lost in a crash, and the run was stopped', durationMs: 0 });
+      recordAction(s.state, lost, true);
+    } else if (step.status === 'started' && write) {
+      const lost = yield* s.settle(step, 'failed', { error: 'the write started but its outcome was lost in a crash, and the run was stopped; its outcome is unknown', result: UNSURE_RESULT, durationMs: 0 });
+      recordAction(s.state, lost, true);
+    } else if (step.status === 'waiting_approval') {
+      const refused = yield* s.settle(step, 'rejected', { error: 'the run was stopped while the call waited for its approval', durationMs: 0 });
+      recordAction(s.state, refused, write);
+    } else if (step.status === 'started' || step.status === 'not_happened') {
+      yield* s.settle(step, 'abandoned', { error: step.status === 'started' ? 'interrupted; the run was stopped' : 'declared not to have happened; not carried out: the run was stopped', result: step.result ?? undefined, durationMs: 0 });
+    }
+  }
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import type { Run, Step, TaskCard, Usage } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
-import { type DetectorState, createDetectors, observeRound } from './detectors.js';
+import { type DetectorState, canonical, createDetectors, observeRound } from './detectors.js';
 import { type Trace, emptyTrace } from './envelope.js';
 import type { StepSummary } from './planner.js';
 import { type PlanState, planFromCard, recordPlanCall, replan } from './plan.js';
@@ -119,7 +119,13 @@ export function recordAction(state: LoopState, step: Step, write: boolean) {
   recordPlanCall(state.plan, tool, ok, step.seq);
   if (ok) {
     state.trace.usedTools.push(tool);
-    if (write) state.trace.sideEffects.push({ tool, args: step.args, seq: step.seq, status: 'done' });
+    if (write) {
+      // The same call done at last (under its kept key): its earlier attempts of unknown outcome are settled by it.
+      const call = canonical(step.args);
+      const effects = state.trace.sideEffects;
+      for (let i = effects.length - 1; i >= 0; i--) if (effects[i]!.repeatable === true && effects[i]!.tool === tool && canonical(effects[i]!.args) === call) effects.splice(i, 1);
+      effects.push({ tool, args: step.args, seq: step.seq, status: 'done' });
+    }
     state.trace.evidence.push(`step ${step.seq}: ${tool}`);
   }
   return observeRound(state.detectors, { tool, args: step.args, ok, write, result: step.result });

@@ -10,7 +10,7 @@ import { budgetOfTask, exhausted } from './budget.js';
 import { checkCardWithTools, visionRefusal } from './card-check.js';
 import { createJournal } from './journal.js';
 import { type LoopState, rebuildState } from './loop-state.js';
-import { resumeDecided, resumeInterrupted, resumeParked } from './loop-resume.js';
+import { resumeDecided, resumeInterrupted, resumeParked, settleStopped } from './loop-resume.js';
 import { type LoopContext, type RunResult, type TaskLoopEvent, changeOrTimeout } from './loop-context.js';
 import { createFinisher, progressOf } from './loop-finish.js';
 import { createRunCalls } from './loop-calls.js';
@@ -151,9 +151,6 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
 
 /** Settles what the previous attempt of a resumed run left open (loop-resume.ts). */
 async function* resume(r: RunScope, steps: Step[]): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
-  // Stopped before it was claimed again (a crash between a stop and its ending): nothing is
-  // carried out again, not even a write an operator declared did not happen; it ends cancelled.
-  if (r.control() === 'stopped') return undefined;
   const scope = {
     state: r.state, tools: r.ctx.tools, runs: r.runs, fence: r.fence, card: r.card, runId: r.run.id, breakerPolicy: r.ctx.breakerPolicy, rejections: r.rejections,
     // A call carried out again belongs to its step, begun by an earlier attempt: it gets a step span here.
@@ -164,6 +161,12 @@ async function* resume(r: RunScope, steps: Step[]): AsyncGenerator<TaskLoopEvent
     gate: r.calls.gate, accept: r.calls.accept, finish: r.finish, stopped: () => r.control() === 'stopped',
     settle: (started: Step, status: SettleStatus, out: SettleOut) => settle(r, started, status, out),
   };
+  // Stopped before it was claimed again (a crash between a stop and its ending): what was left
+  // open is settled as it stands, nothing is carried out again, and the run ends cancelled.
+  if (r.control() === 'stopped') {
+    yield* settleStopped(scope, steps);
+    return undefined;
+  }
   return (yield* resumeDecided(scope)) ?? (yield* resumeInterrupted(scope, steps)) ?? (yield* resumeParked(scope, steps));
 }
 

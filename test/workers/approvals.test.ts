@@ -127,6 +127,10 @@ describe('approvals', () => {
     expect(await h.runs.getApproval(approval!.id)).toMatchObject({ state: 'revoked' });
     const { result } = await runOnce(h);
     expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+    // The parked call is settled, not left waiting in a cancelled run: refused, and the envelope says so.
+    const parked = (await h.runs.getRun(result.runId)).steps.find((s) => s.tool === 'notify_oncall')!;
+    expect(parked).toMatchObject({ status: 'rejected', error: 'the run was stopped while the call waited for its approval' });
+    expect(result.envelope!.trace.rejected_calls.map((c) => c.tool)).toContain('notify_oncall');
   });
 
   it('a crash while an approved write runs leaves an unknown side effect, not a rejection; declared not-happened, it needs a new approval', async () => {

@@ -8,6 +8,9 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import { type Run, type Step, checkCard } from '../../src/engine/index.js';
+import { z } from 'zod';
+import { defineTool } from '../../src/tools/registry.js';
+import { executeTool } from '../../src/workers/execute.js';
 import { rebuildState } from '../../src/workers/loop-state.js';
 import { runTaskLoop } from '../../src/workers/loop.js';
 import { waitFor } from '../helpers.js';
@@ -154,13 +157,24 @@ describe('a write whose call timed out or was cut off', () => {
     await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
     // The stop came while no one ran it.
     await h.other().runs.setControl({ target: [claim.id], state: 'stopped', actor: operator });
-    const again = await h.tm.claimTask({ agent: 'rescuer', start: true });
-    if (again !== null) {
-      const { result } = await drive(loopContext(h, again));
-      expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
-    }
+    const again = (await h.tm.claimTask({ agent: 'rescuer', start: true }))!;
+    const { result } = await drive(loopContext(h, again));
+    expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
     expect((await h.tm.getTask(claim.id)).state).toBe('cancelled');
     expect(lines(file)).toBe('paid\n');
+    // Settled as it stands, not left started: the envelope names the write that may have landed.
+    const write = (await h.runs.getRun(result.runId)).steps.find((s) => s.tool === 'log_append')!;
+    expect(write.status).toBe('unknown');
+    expect(result.envelope!.side_effects).toMatchObject([{ tool: 'log_append', seq: write.seq, status: 'unknown' }]);
+    expect(result.envelope!.safe_resume.condition).toMatch(new RegExp(`^check whether step ${write.seq} \\(log_append\\) took effect`));
+  });
+
+  it('a write whose output cannot be written as JSON did its work: ok without its output; a read with such an output fails', async () => {
+    const bigint = (kind: 'read' | 'write') =>
+      defineTool({ name: `bigint_${kind}`, description: 'Answers with a BigInt.', kind, args: z.object({}), execute: async () => ({ n: 10n }) });
+    const ctx = { taskId: 1, runId: 1, agent: 'a', actor: { id: 'a', role: 'agent' as const }, idempotencyKey: 'k', services: {} as never };
+    expect(await executeTool(bigint('write'), {}, ctx, new AbortController().signal)).toMatchObject({ ok: true, result: { output_dropped: expect.stringMatching(/^bigint_write: its output cannot be written as JSON/) } });
+    expect(await executeTool(bigint('read'), {}, ctx, new AbortController().signal)).toMatchObject({ ok: false, errorType: 'output_unserializable' });
   });
 
   it('a resumed run keeps the key of an idempotent write of unknown outcome (rebuilt from its steps) until that call succeeds', () => {
@@ -182,6 +196,7 @@ describe('a write whose call timed out or was cut off', () => {
     ];
     const state = rebuildState(run, steps, checked.card, h.tools);
     expect([...state.unsure.values()]).toEqual(['k-a']);
-    expect(state.trace.sideEffects.map((e) => [e.seq, e.status])).toEqual([[1, 'unknown'], [3, 'unknown'], [4, 'done']]);
+    // b's attempt of unknown outcome is settled by its success under the same key.
+    expect(state.trace.sideEffects.map((e) => [e.seq, e.status])).toEqual([[1, 'unknown'], [4, 'done']]);
   });
 });
