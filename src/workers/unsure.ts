@@ -5,21 +5,23 @@
  * its side effect. Recorded as a plain failure, the planner would try it again, and a
  * non-idempotent write would land twice. So, as for a write a crash interrupted:
  *
- * - a non-idempotent write is recorded `unknown` and the run waits for a person, who says
- *   whether it happened (`taskloop task resume N --side-effect happened|not-happened`);
+ * - a non-idempotent write is recorded `unknown`; after a timeout the run waits for a person,
+ *   who says whether it happened (`taskloop task resume N --side-effect happened|not-happened`);
+ *   after a stop the run is cancelled, with the write named in its envelope;
  * - an idempotent write is recorded failed, its result `{ outcome: 'unknown' }`, and the run
  *   keeps its idempotency key for that exact call (this task, this tool, these canonical
  *   arguments): if the planner makes the same call again, it is carried out under the same
- *   key, so it takes effect at most once. Only that call's success forgets the key: a retry
- *   that fails (a 429 before the service looked at the key) says nothing about the first
- *   attempt. The price: a deliberate repeat of the same call later in the run, before one
- *   attempt succeeded, is answered by the tool as a replay of the first.
+ *   key, so it takes effect at most once. Only that call's success forgets the key (and
+ *   settles the earlier attempts in side_effects): a retry that fails (a 429 before the
+ *   service looked at the key) says nothing about the first attempt. The price: a deliberate
+ *   repeat of the same call later in the run, before one attempt succeeded, is answered by
+ *   the tool as a replay of the first.
  *
  * Both are listed in the envelope's side_effects as `unknown`. A tool that cannot tell
  * either (its connection dropped mid-call) throws an EngineError `TOOL_OUTCOME_UNKNOWN`, and
  * is treated as a timed-out one. Any other failure the tool reported (it threw) is a plain
- * failure; a write whose output was too big or too deep took
- * effect, and is recorded ok without its output (execute.ts).
+ * failure; a write whose output was too big, too deep or not JSON took effect, and is
+ * recorded ok without its output (execute.ts).
  */
 import type { Step } from '../engine/index.js';
 import type { Tool } from '../tools/registry.js';
