@@ -13,7 +13,8 @@ import { applyRestartPolicy } from './restart-policy.js';
 import { createDetectors } from './detectors.js';
 import type { RunResult, TaskLoopEvent } from './loop-context.js';
 import type { RunScope } from './loop-scope.js';
-import { failedSettle, isUnsure, keyFor, noteSettled, unknownError, unsureWrite } from './unsure.js';
+import { STOPPED, unknownWrite } from './loop-resume.js';
+import { failedSettle, isUnsure, keyFor, noteSettled } from './unsure.js';
 
 /** Go round again (the step's outcome is handled at the top of the loop). */
 export const AGAIN = Symbol('again');
@@ -203,15 +204,10 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     ok: out.ok, ...(out.ok ? { result: out.result } : { error: out.error }),
   });
   if (write) state.usage.writeCalls++;
-  const unsure = unsureWrite(verdict.tool, out);
-  if (!out.ok && unsure === 'unknown') {
-    // It may have taken effect: never tried again unasked; a person says which.
-    if (!out.aborted) await r.runs.breakerRecord(verdict.tool.name, false, ctx.breakerPolicy, fence.taskId);
-    const lost = yield* settle(r, actionStep, 'unknown', { error: unknownError(out.error), durationMs: out.durationMs });
-    recordAction(state, lost, true);
-    if (out.aborted) return AGAIN; // the stop is handled at the top of the loop
-    return yield* end(r, 'waiting_input', 'unknown_side_effect', { message: `step ${lost.seq} (${verdict.tool.name}) may or may not have taken effect: ${out.error}` });
-  }
+  // It may have taken effect: never tried again unasked; a person says which.
+  const lost = yield* unknownWrite({ state, runs: r.runs, fence, breakerPolicy: ctx.breakerPolicy, finish: r.finish, settle: (st, status, o) => settle(r, st, status, o) }, actionStep, verdict.tool, out);
+  if (lost === STOPPED) return AGAIN; // the stop is handled at the top of the loop
+  if (lost !== undefined) return new Ended(lost);
   if (!out.ok && out.aborted) {
     const cut = yield* settle(r, actionStep, 'failed', { ...failedSettle(verdict.tool, out), durationMs: out.durationMs });
     noteSettled(state.unsure, fence.taskId, cut);

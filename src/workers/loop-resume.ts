@@ -188,14 +188,19 @@ async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenera
 }
 
 /** The stop is handled at the top of the loop. */
-const STOPPED = Symbol('stopped');
+export const STOPPED = Symbol('stopped');
 
 /**
- * A write carried out here whose call ended without an answer and that is not safe to repeat
- * (unsure.ts): recorded `unknown`, and the run waits for a person (its result), or goes on to
- * its stop. Undefined for any other outcome.
+ * A write whose call ended without an answer and that is not safe to repeat (unsure.ts), the
+ * loop's own or one carried out on resume: recorded `unknown`, and the run waits for a person
+ * (its result), or goes on to its stop. Undefined for any other outcome.
  */
-async function* unknownWrite(s: ResumeScope, step: Step, tool: Tool, out: ExecOutcome): AsyncGenerator<TaskLoopEvent, RunResult | typeof STOPPED | undefined, undefined> {
+export async function* unknownWrite(
+  s: Pick<ResumeScope, 'state' | 'runs' | 'fence' | 'breakerPolicy' | 'settle' | 'finish'>,
+  step: Step,
+  tool: Tool,
+  out: ExecOutcome,
+): AsyncGenerator<TaskLoopEvent, RunResult | typeof STOPPED | undefined, undefined> {
   if (out.ok || unsureWrite(tool, out) !== 'unknown') return undefined;
   if (!out.aborted) await s.runs.breakerRecord(tool.name, false, s.breakerPolicy, s.fence.taskId);
   const lost = yield* s.settle(step, 'unknown', { error: unknownError(out.error), durationMs: out.durationMs });

@@ -121,9 +121,11 @@ export function recordAction(state: LoopState, step: Step, write: boolean) {
     state.trace.usedTools.push(tool);
     if (write) {
       // The same call done at last (under its kept key): its earlier attempts of unknown outcome are settled by it.
-      const call = canonical(step.args);
       const effects = state.trace.sideEffects;
-      for (let i = effects.length - 1; i >= 0; i--) if (effects[i]!.repeatable === true && effects[i]!.tool === tool && canonical(effects[i]!.args) === call) effects.splice(i, 1);
+      if (effects.some((e) => e.repeatable === true && e.tool === tool)) {
+        const call = canonical(step.args);
+        for (let i = effects.length - 1; i >= 0; i--) if (effects[i]!.repeatable === true && effects[i]!.tool === tool && canonical(effects[i]!.args) === call) effects.splice(i, 1);
+      }
       effects.push({ tool, args: step.args, seq: step.seq, status: 'done' });
     }
     state.trace.evidence.push(`step ${step.seq}: ${tool}`);

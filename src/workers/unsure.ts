@@ -55,7 +55,8 @@ export type UnsureKeys = Map<string, string>;
 
 /** The key of `tool(args)` if an earlier attempt of that exact call has an unknown outcome. */
 export function keyFor(keys: UnsureKeys, taskId: number, tool: string, args: unknown): string | undefined {
-  return keys.get(fingerprint(taskId, tool, args));
+  // (No digest of the arguments on every call while no key is kept: the usual case.)
+  return keys.size === 0 ? undefined : keys.get(fingerprint(taskId, tool, args));
 }
 
 /** Keeps the key of an unsure call, or forgets it once that call succeeded. */
