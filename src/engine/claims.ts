@@ -11,6 +11,18 @@ import { checkClaim } from './states.js';
 import type { TaskRow } from './task-rows.js';
 import type { ClaimInput, TaskEvent } from './types.js';
 
+/**
+ * Whether a commit with these events may have made a task claimable (created, or moved back
+ * to pending): the commits that wake claimers (a NOTIFY on PostgreSQL, a wake file on
+ * SQLite). A dependency's completion that freed its dependents wakes them too, decided by the
+ * store's own write (it knows whether it freed one). A claim, a step or a completion with no
+ * dependents wakes nobody: on PostgreSQL NOTIFY serializes commits server-wide, on SQLite each
+ * wake costs every claimer of every process a look.
+ */
+export function wakesClaimers(events: readonly TaskEvent[]): boolean {
+  return events.some((e) => (e.data as { to?: unknown }).to === 'pending');
+}
+
 /** Whether a task that requires `requires` (JSON text or null) may go to a claimer with `capabilities`. */
 export function hasCapabilities(requires: string | null, capabilities: readonly string[] | undefined): boolean {
   if (requires === null) return true;

@@ -9,6 +9,7 @@
  */
 import type { ReadEventsQuery, StoreInfo, TaskStore, WriteOutcome } from '../store.js';
 import type { ClaimInput, TaskEvent } from '../types.js';
+import { wakesClaimers } from '../claims.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
 import { claimTask, heartbeat, pickOpening, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
@@ -23,17 +24,6 @@ export interface TaskLock {
   taskId: number;
   /** The whole row (a move), or only its claim (a step's fence). */
   whole: boolean;
-}
-
-/**
- * Whether a commit sends NOTIFY: only when it may have made a task claimable (created, moved
- * back to pending, or, decided by the statement itself, its last dependency completed: see
- * moves.ts Write.wakes). A claim, a step or a completion with no dependents sends none:
- * NOTIFY serializes commits server-wide (watch.ts), and followers of the log see those
- * commits by the follow poll.
- */
-export function wakesClaimers(events: TaskEvent[]): boolean {
-  return events.some((e) => (e.data as { to?: unknown }).to === 'pending');
 }
 
 /** A claim without a task id: it picks in its first round trip (claim.ts pickOpening). */

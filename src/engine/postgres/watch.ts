@@ -4,7 +4,7 @@
  * takes a server-wide lock to queue it, which serializes commits and defeats group commit
  * (bench:pg: the bare floor with NOTIFY on each commit drains at 0.59x the floor):
  * - `work` (claimers): woken by the NOTIFY a writer sends only when its commit may have made
- *   a task claimable (task-store.ts `wakesClaimers`), no payload; a burst wakes them once.
+ *   a task claimable (claims.ts `wakesClaimers`), no payload; a burst wakes them once.
  * - `all` (followers of the log, waiters for an outcome): woken by those NOTIFYs and by a
  *   poll of the event sequence every `followMs` while they are subscribed, so a claim or a
  *   step is seen within it without costing every writer a NOTIFY.

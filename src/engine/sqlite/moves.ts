@@ -57,6 +57,14 @@ export const noMovesStaged = (): StagedMoves => ({ changed: 0, events: [], json:
 
 const parts = new WeakMap<ApplyMove, MoveParts>();
 
+// Connections whose transaction freed a dependent: its commit wakes the claimers (claims.ts wakesClaimers).
+const freedOn = new WeakSet<Db>();
+
+/** Whether the transaction on `db` since the last call freed a dependent; forgets it. */
+export function takeFreed(db: Db): boolean {
+  return freedOn.delete(db);
+}
+
 /** The parts behind an ApplyMove made by `prepareMoves`. */
 export function moveParts(apply: ApplyMove): MoveParts | undefined {
   return parts.get(apply);
@@ -115,7 +123,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     params.push(row.id);
     updates[mask & (ASSIGNEE | WORKER)]!.run(...params);
     if (row.state === 'completed') {
-      if (staged.hasDependents ?? hasDependents.get(row.id) !== undefined) release.run(row.id);
+      if ((staged.hasDependents ?? hasDependents.get(row.id) !== undefined) && release.run(row.id).changes > 0) freedOn.add(db);
     } else if (isTerminal(row.state)) {
       closeOpenRun(row, now, events);
       // A dependency that can never complete: its dependents can never run, so they are

@@ -9,6 +9,7 @@
  * recovery (space.ts); the next write after space returns succeeds without a restart.
  */
 import { resolve } from 'node:path';
+import { wakesClaimers } from '../claims.js';
 import { type EngineError, isEngineError } from '../errors.js';
 import type { ReadEventsQuery, SweepOptions, TaskStore, WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
@@ -21,12 +22,13 @@ import { createGroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { FATAL_FAULTS, faultReporter, storeError, storeFault } from './faults.js';
 import { type FileGuard, createFileGuard, quickCheck } from './guard.js';
-import { prepareMoves } from './moves.js';
+import { prepareMoves, takeFreed } from './moves.js';
 import { prepareReads } from './reads.js';
 import { createEventWriter } from './rows.js';
 import { type SpaceKeeper, createSpaceKeeper } from './space.js';
 import { prepareSweep, prepareTransition } from './transition.js';
 import { createChangeWatcher } from './watch.js';
+import { type WakeTopic, signalWake } from './wake-files.js';
 import { SHARED_FAULT, claimCheckpointer, countCommit, raiseSharedFault, releaseWriteLock, sharedFault, tryWriteLock, whenUnlocked, withWriteLock } from './write-lock.js';
 
 export interface SqliteStoreOptions {
@@ -79,7 +81,14 @@ export interface SqliteTaskStore extends TaskStore {
   onFault(listener: (fault: EngineError) => void): () => void;
   /** PRAGMA quick_check; on failure the store stops writing and this throws STORE_CORRUPT. */
   quickCheck(): void;
+  /** Calls `onChange` soon after a stop, pause or resume is written by any process (and within the poll after any commit). */
+  watchControls(onChange: () => void): () => void;
+  /** Wakes `topic`'s watchers in every process, after a commit that concerns them (wake-files.ts). */
+  signal(topic: WakeTopic): void;
 }
+
+/** A commit, and whether it freed a dependent (moves.ts takeFreed). */
+type Committed<T> = WriteOutcome<T> & { freed: boolean };
 
 /** Commits by this store before its background checkpointer starts. */
 const CHECKPOINTER_AFTER = 200;
@@ -178,27 +187,45 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   }
 
   /** The transaction, with the process's write lock held (or no lock to hold). */
-  function locked<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): WriteOutcome<T> {
+  function locked<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): Committed<T> {
     if (guard !== undefined && sharedFault(lock) !== 0) throw guard.fault ?? sharedStop(what);
     const events: TaskEvent[] = [];
     // Busy (another process writes): BEGIN IMMEDIATE failed at once and wrote nothing; try
     // again in a moment. `now` is taken per try, so a retried write records when it ran.
     const value = spinOnBusy(() => {
       events.length = 0;
+      takeFreed(db); // what a try that rolled back freed is not freed
       return tx.immediate(fn, events, now()) as T;
     }, spinMs);
     committed();
-    return { value, events };
+    return { value, events, freed: takeFreed(db) };
   }
 
-  function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): WriteOutcome<T> {
+  /**
+   * After a commit, outside the lock: wakes this connection's subscribers, and the claimers
+   * of every process when the commit may have made a task claimable (wake-files.ts).
+   */
+  function announce<T>(c: Committed<T>): WriteOutcome<T> {
+    const work = c.freed || wakesClaimers(c.events);
+    if (work) signal('work');
+    else if (c.events.length > 0) watcher.notifyLocal();
+    return { value: c.value, events: c.events };
+  }
+
+  /** Wakes `topic`'s watchers in every process (its wake file) and on this connection. */
+  function signal(topic: WakeTopic): void {
+    if (file && !readonly) signalWake(path, topic);
+    watcher.notifyLocal([topic]);
+  }
+
+  function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): Committed<T> {
     precheck(what);
     return withWriteLock(lock, () => locked(what, fn, spinMs));
   }
 
   function writeNow<T>(what: string, fn: (events: TaskEvent[], now: number) => T): Promise<WriteOutcome<T>> {
     if (readonly) return Promise.reject(storeFault('STORE_READONLY', path, what, 'this store opened the file read-only'));
-    let outcome: WriteOutcome<T>;
+    let outcome: Committed<T>;
     try {
       precheck(what);
       // Another thread of this process is writing: wait for it without blocking this thread,
@@ -212,16 +239,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     } catch (err) {
       // Lock contention: retry with backoff (asynchronously). Anything else is the caller's.
       if (!isBusyError(err)) return Promise.reject(fail(err, what));
-      return retryBusy(() => attempt(what, fn, 1), what).then(
-        (o) => {
-          if (o.events.length > 0) watcher.notifyLocal();
-          return o;
-        },
-        (e: unknown) => Promise.reject(fail(e, what)),
-      );
+      return retryBusy(() => attempt(what, fn, 1), what).then(announce, (e: unknown) => Promise.reject(fail(e, what)));
     }
-    if (outcome.events.length > 0) watcher.notifyLocal();
-    return Promise.resolve(outcome);
+    return Promise.resolve(announce(outcome));
   }
 
   const group = opts.groupCommit === true && !readonly ? createGroupCommit(db, writeNow, fail) : undefined;
@@ -278,7 +298,9 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     findTasks: async (query) => read('list tasks', () => reads.findTasks(query)),
     readEvents: async (query: ReadEventsQuery) => read('read events', () => reads.readEvents(query)),
     stats: async () => read('stats', () => reads.stats()),
-    watch: (onChange) => watcher.subscribe(onChange),
+    watch: (onChange, topic) => watcher.subscribe(onChange, topic),
+    watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
+    signal,
     close: async () => {
       await group?.drain();
       watcher.close();

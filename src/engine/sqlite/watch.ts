@@ -1,8 +1,13 @@
 /**
- * Cross-process change notification for one SQLite file. A commit by any process writes
- * the `-wal` file, which inotify (fs.watch on the folder) reports at once; the watcher then
- * confirms with `PRAGMA data_version`, which changes only when another connection commits.
- * A slow fallback poll of data_version covers a missed file event.
+ * Cross-process change notification for one SQLite file, by topic (as on PostgreSQL):
+ * - `all` (followers of the log, waiters for an outcome): a commit by any process writes the
+ *   `-wal` file, which inotify (fs.watch on the folder) reports at once; the watcher then
+ *   confirms with `PRAGMA data_version`, which changes only when another connection commits.
+ * - `work` (claimers) and `controls` (runs watching for stop, pause, resume): the topic's wake
+ *   file, written after a commit that concerns it (wake-files.ts). A daemon thread subscribes
+ *   to these only, so the other processes' steps and claims no longer wake it.
+ * A slow fallback poll of data_version covers a missed file event or signal, and a writer
+ * that sends no signal: any commit it sees wakes every topic.
  *
  * A poll that fails (a SQLite fault, a connection closed under it) is reported to `onError`
  * and retried, the poll backing off from `fallbackMs` to MAX_BACKOFF_MS while it keeps
@@ -12,13 +17,22 @@
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { type Db, dataVersion } from './connection.js';
+import { type WakeTopic, watchWake } from './wake-files.js';
 
 const MAX_BACKOFF_MS = 5000;
 
+export type SqliteWatchTopic = 'all' | WakeTopic;
+const TOPICS: readonly SqliteWatchTopic[] = ['all', 'work', 'controls'];
+const ALL: readonly SqliteWatchTopic[] = ['all'];
+const WAKE_TOPICS: readonly SqliteWatchTopic[] = ['work', 'controls'];
+
 export interface ChangeWatcher {
-  subscribe(listener: () => void): () => void;
-  /** Tells subscribers about a commit made on this connection (data_version ignores those). */
-  notifyLocal(): void;
+  subscribe(listener: () => void, topic?: SqliteWatchTopic): () => void;
+  /**
+   * Tells subscribers about a commit made on this connection (data_version ignores those):
+   * `all`'s, and those of the topics the commit concerns.
+   */
+  notifyLocal(topics?: readonly WakeTopic[]): void;
   close(): void;
 }
 
@@ -41,32 +55,41 @@ const LINGER_MS = 1000;
 
 export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {}): ChangeWatcher {
   const fallbackMs = opts.fallbackMs ?? 50;
-  const listeners = new Set<() => void>();
+  const listeners: Record<SqliteWatchTopic, Set<() => void>> = { all: new Set(), work: new Set(), controls: new Set() };
+  const count = (): number => listeners.all.size + listeners.work.size + listeners.controls.size;
   const walName = `${basename(path)}-wal`;
-  let version = 0;
-  let fsWatcher: FSWatcher | undefined;
+  const byFolder = { v: 0 }; // data_version as the folder's watch last saw it
+  const byPoll = { v: 0 }; // … and as the poll did
+  let running = false; // the poll runs (someone subscribed, or did within LINGER_MS)
+  let fsWatcher: FSWatcher | undefined; // the folder's, while `all` has been subscribed
+  const wakes = new Map<WakeTopic, () => void>(); // the wake files' watches
   let timer: NodeJS.Timeout | undefined;
   let linger: NodeJS.Timeout | undefined;
-  let scheduled = false;
+  // The topics whose listeners run at the next microtask.
+  const due = new Set<SqliteWatchTopic>();
   let failing = false;
   let pollMs = fallbackMs;
 
   const fire = (): void => {
-    scheduled = false;
-    for (const listener of [...listeners]) {
-      try {
-        listener();
-      } catch {
-        // A failing listener must not stop the others; listeners report their own errors.
+    const topics = [...due];
+    due.clear();
+    for (const topic of topics) {
+      for (const listener of [...listeners[topic]]) {
+        try {
+          listener();
+        } catch {
+          // A failing listener must not stop the others; listeners report their own errors.
+        }
       }
     }
   };
-  const schedule = (): void => {
-    if (scheduled) return;
-    scheduled = true;
-    queueMicrotask(fire);
+  const schedule = (topics: readonly SqliteWatchTopic[]): void => {
+    const idle = due.size === 0;
+    for (const t of topics) if (listeners[t].size > 0) due.add(t);
+    if (idle && due.size > 0) queueMicrotask(fire);
   };
-  const check = (renamed: boolean): boolean => {
+  /** data_version now, or undefined when the look failed (reported, and the poll backs off). */
+  const look = (renamed: boolean): number | undefined => {
     let v: number;
     try {
       opts.onTick?.(renamed);
@@ -79,17 +102,34 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
       } catch {
         // The reporter's own failure changes nothing here.
       }
-      return false;
+      return undefined;
     }
     if (failing) {
       failing = false;
       pollMs = fallbackMs;
       opts.onRecovered?.();
     }
-    if (v === version) return false;
-    version = v;
-    schedule();
+    return v;
+  };
+  // The folder's watch wakes `all`. The poll wakes every topic for a commit it is the first
+  // to see, and the topics only for one the folder's watch saw first (it may be one that sent
+  // no signal): each keeps its own view of data_version.
+  const check = (renamed: boolean): boolean => {
+    const v = look(renamed);
+    if (v === undefined || v === byFolder.v) return false;
+    byFolder.v = v;
+    schedule(ALL);
     return true;
+  };
+  const checkAll = (): void => {
+    const v = look(false);
+    if (v === undefined || v === byPoll.v) return;
+    byPoll.v = v;
+    if (v === byFolder.v) schedule(WAKE_TOPICS);
+    else {
+      byFolder.v = v;
+      schedule(TOPICS);
+    }
   };
   // The file event can arrive between the WAL write and the wal-index update that makes
   // the commit visible; if the version has not moved yet, look again a moment later.
@@ -108,19 +148,24 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
     followUp = setTimeout(again, delay);
   };
   const poll = (): void => {
-    check(false);
+    checkAll();
     if (timer === undefined) return; // stopped by a listener
     timer = setTimeout(poll, pollMs);
     timer.unref();
   };
 
-  const start = (): void => {
+  const startPoll = (): void => {
+    running = true;
     try {
-      version = dataVersion(db);
+      byPoll.v = byFolder.v = dataVersion(db);
     } catch {
       // The first poll reports it, and fires the listeners once it reads a version again.
-      version = -1;
+      byPoll.v = byFolder.v = -1;
     }
+    timer = setTimeout(poll, pollMs);
+    timer.unref();
+  };
+  const watchFolder = (): void => {
     try {
       fsWatcher = watch(dirname(path), { persistent: false }, (event, file) => {
         if (file === walName || file === null) onFileEvent(event === 'rename');
@@ -129,15 +174,27 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
     } catch {
       fsWatcher = undefined;
     }
-    timer = setTimeout(poll, pollMs);
-    timer.unref();
+  };
+  /** Starts what `topic`'s listeners need (the poll runs for every topic). */
+  const begin = (topic: SqliteWatchTopic): void => {
+    if (path === ':memory:') return;
+    if (!running) startPoll();
+    if (topic === 'all') {
+      if (fsWatcher === undefined) watchFolder();
+    } else if (!wakes.has(topic)) {
+      // Without a wake file to watch (not ours to use), the poll alone serves the topic.
+      wakes.set(topic, watchWake(path, topic, () => schedule([topic])) ?? (() => undefined));
+    }
   };
   const stopFs = (): void => {
     fsWatcher?.close();
     fsWatcher = undefined;
   };
   const stop = (): void => {
+    running = false;
     stopFs();
+    for (const close of wakes.values()) close();
+    wakes.clear();
     if (followUp !== undefined) clearTimeout(followUp);
     followUp = undefined;
     if (timer !== undefined) clearTimeout(timer);
@@ -145,28 +202,29 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
   };
 
   return {
-    subscribe(listener) {
-      listeners.add(listener);
+    subscribe(listener, topic = 'all') {
+      listeners[topic].add(listener);
       if (linger !== undefined) {
         clearTimeout(linger);
         linger = undefined;
-      } else if (listeners.size === 1 && path !== ':memory:') start();
+      }
+      begin(topic);
       return () => {
-        if (!listeners.delete(listener) || listeners.size > 0 || path === ':memory:') return;
+        if (!listeners[topic].delete(listener) || count() > 0 || path === ':memory:') return;
         // Kept a moment before it stops: runs subscribe and unsubscribe one after another,
         // and starting a file watch costs milliseconds (it was most of a short run's time).
         linger = setTimeout(() => {
           linger = undefined;
-          if (listeners.size === 0) stop();
+          if (count() === 0) stop();
         }, LINGER_MS);
         linger.unref();
       };
     },
-    notifyLocal() {
-      if (listeners.size > 0) schedule();
+    notifyLocal(topics = []) {
+      schedule(['all', ...topics]);
     },
     close() {
-      listeners.clear();
+      for (const t of TOPICS) listeners[t].clear();
       clearTimeout(linger);
       linger = undefined;
       stop();

@@ -1,0 +1,174 @@
+/**
+ * Wake files (src/engine/sqlite/wake-files.ts): claimers and runs hear only the commits that
+ * concern them, from every process, and another local user cannot turn the file into a way
+ * to write ours. The writes come from separate processes (test/fixtures/sqlite-write.mjs);
+ * the data_version poll is set to an hour unless a case says otherwise, so only a wake file
+ * (or the folder's watch, for `all`) can wake a subscriber.
+ */
+import { execFile, execFileSync } from 'node:child_process';
+import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type SqliteTaskStore, createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { wakeFile } from '../../src/engine/sqlite/wake-files.js';
+import { ROOT, operator, tempDir } from '../helpers.js';
+
+const run = promisify(execFile);
+const FIXTURE = join(ROOT, 'test/fixtures/sqlite-write.mjs');
+/** One write in another process; resolves with what it printed. */
+const elsewhere = async (db: string, op: string, args: unknown): Promise<unknown> =>
+  JSON.parse((await run(process.execPath, [FIXTURE, db, op, JSON.stringify(args)])).stdout);
+
+const open: SqliteTaskStore[] = [];
+afterEach(async () => {
+  for (const s of open.splice(0)) await s.close();
+});
+function store(path: string, watchFallbackMs = 3_600_000): SqliteTaskStore {
+  const s = createSqliteStore({ path, watchFallbackMs });
+  open.push(s);
+  return s;
+}
+
+/** A subscriber's wake count, and a wait for it to move past a mark. */
+function counter() {
+  const c = { n: 0, hit: () => void c.n++ };
+  return c;
+}
+async function wokeAfter(c: { n: number }, mark: number, ms = 3000): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (c.n > mark) return true;
+    await sleep(10);
+  }
+  return c.n > mark;
+}
+// After the writing process has exited, its file events have long arrived; this settles them.
+const SETTLE_MS = 300;
+
+describe('wake files: who hears which commit', () => {
+  it('a claimer (work) wakes on a task created in another process, not on its heartbeats or moves; a follower (all) hears them all', async () => {
+    const path = join(tempDir(), 'tasks.db');
+    const s = store(path);
+    const tm = createTaskManager({ store: s });
+    await tm.createTask({ title: 'held' }, operator);
+    const held = (await tm.claimTask({ agent: 'a1' }))!;
+    const work = counter();
+    const all = counter();
+    s.watch(work.hit, 'work');
+    s.watch(all.hit);
+    await sleep(SETTLE_MS);
+
+    let w = work.n;
+    let a = all.n;
+    await elsewhere(path, 'heartbeat', { taskId: held.id, claimToken: held.claimToken, agent: 'a1' });
+    await elsewhere(path, 'transition', { taskId: held.id, to: 'in_progress', claimToken: held.claimToken, actor: { id: 'a1', role: 'agent' } });
+    expect(await wokeAfter(all, a), 'the follower hears a heartbeat and a move').toBe(true);
+    await sleep(SETTLE_MS);
+    expect(work.n, 'no task became claimable: the claimer sleeps on').toBe(w);
+
+    w = work.n;
+    a = all.n;
+    const id = await elsewhere(path, 'create', { title: 'new work' });
+    expect(await wokeAfter(work, w), 'a created task wakes the claimer').toBe(true);
+    expect(await wokeAfter(all, a)).toBe(true);
+    expect((await tm.claimTask({ agent: 'a2' }))?.id).toBe(id);
+  });
+
+  it('a dependency completed in another process wakes the claimers: its dependent became claimable', async () => {
+    const path = join(tempDir(), 'tasks.db');
+    const s = store(path);
+    const tm = createTaskManager({ store: s });
+    const first = (await tm.createTask({ title: 'first' }, operator)).task;
+    const then = (await tm.createTask({ title: 'then', dependsOn: [first.id] }, operator)).task;
+    const claim = (await tm.claimTask({ agent: 'a1' }))!;
+    expect(claim.id).toBe(first.id);
+    const actor = { id: 'a1', role: 'agent' as const };
+    await tm.transitionTask({ taskId: first.id, to: 'in_progress', claimToken: claim.claimToken, actor });
+    await tm.transitionTask({ taskId: first.id, to: 'review', claimToken: claim.claimToken, actor });
+    const work = counter();
+    s.watch(work.hit, 'work');
+    await sleep(SETTLE_MS);
+    const w = work.n;
+    expect(await elsewhere(path, 'transition', { taskId: first.id, to: 'completed', actor: operator })).toBe('completed');
+    expect(await wokeAfter(work, w)).toBe(true);
+    expect((await tm.claimTask({ agent: 'a2' }))?.id).toBe(then.id);
+  });
+
+  it("a run's control watch wakes on a stop from another process, not on a task created there", async () => {
+    const path = join(tempDir(), 'tasks.db');
+    const s = store(path);
+    const tm = createTaskManager({ store: s });
+    const runs = createSqliteRunStore(s);
+    await tm.createTask({ title: 'running' }, operator);
+    const claim = (await tm.claimTask({ agent: 'a1', start: true }))!;
+    const controls = counter();
+    runs.watchControls!(controls.hit);
+    await sleep(SETTLE_MS);
+    const c = controls.n;
+    await elsewhere(path, 'create', { title: 'unrelated' });
+    await sleep(SETTLE_MS);
+    expect(controls.n, 'a create is not a control').toBe(c);
+    expect(await elsewhere(path, 'control', { target: [claim.id], state: 'stopped' })).toEqual([claim.id]);
+    expect(await wokeAfter(controls, c)).toBe(true);
+    expect(await runs.getControl(claim.id)).toBe('stopped');
+  });
+});
+
+describe('wake files: another local user', () => {
+  const victimOf = (dir: string) => {
+    const victim = join(dir, 'victim.txt');
+    writeFileSync(victim, 'precious\n');
+    return victim;
+  };
+
+  it('a symlink or a FIFO put where the wake file goes is neither followed nor blocked on; the claimer still wakes, by the poll', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    const victim = victimOf(dir);
+    symlinkSync(victim, wakeFile(path, 'work'));
+    execFileSync('mkfifo', [wakeFile(path, 'controls')]);
+    const s = store(path, 50);
+    const runs = createSqliteRunStore(s);
+    const work = counter();
+    s.watch(work.hit, 'work');
+    runs.watchControls!(() => undefined);
+    await sleep(SETTLE_MS);
+    const w = work.n;
+    // The writer in another process must not hang on the FIFO nor write through the link.
+    const id = await elsewhere(path, 'create', { title: 'through the poll' });
+    await elsewhere(path, 'control', { target: [id], state: 'paused' });
+    expect(await wokeAfter(work, w)).toBe(true);
+    expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+    expect(lstatSync(wakeFile(path, 'work')).isSymbolicLink()).toBe(true);
+    expect(lstatSync(wakeFile(path, 'controls')).isFIFO()).toBe(true);
+  });
+
+  it("a wake file another user owns is not written (as root: one owned by nobody)", async () => {
+    // Ownership can be handed to another user only by root; CI runs as root. Any other user
+    // meets the same check through the symlink and FIFO case above.
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    const s = store(path, 50);
+    const file = wakeFile(path, 'work');
+    writeFileSync(file, 'theirs', { mode: 0o666 });
+    const root = process.getuid?.() === 0;
+    if (root) chownSync(file, 65534, 65534);
+    const work = counter();
+    s.watch(work.hit, 'work');
+    const w = work.n;
+    await elsewhere(path, 'create', { title: 'new' });
+    expect(await wokeAfter(work, w), 'the poll still wakes the claimer').toBe(true);
+    expect(readFileSync(file, 'utf8')).toBe(root ? 'theirs' : '\0heirs');
+  });
+
+  it('a writer with no one watching leaves no file beside the database', async () => {
+    const dir = tempDir();
+    mkdirSync(dir, { recursive: true });
+    const path = join(dir, 'tasks.db');
+    await elsewhere(path, 'create', { title: 'alone' });
+    expect(existsSync(wakeFile(path, 'work'))).toBe(false);
+    expect(existsSync(wakeFile(path, 'controls'))).toBe(false);
+  });
+});
