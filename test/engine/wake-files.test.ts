@@ -6,13 +6,14 @@
  * (or the folder's watch, for `all`) can wake a subscriber.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, lstatSync, mkdirSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { wakeFile } from '../../src/engine/sqlite/wake-files.js';
+import { budgetOfTask } from '../../src/workers/budget.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
 
 const run = promisify(execFile);
@@ -116,6 +117,24 @@ describe('wake files: who hears which commit', () => {
   });
 });
 
+describe('wake files: commits on the watching connection itself', () => {
+  it("a cancel on the runs' own connection stops them: the control it writes wakes their watch (data_version ignores own commits)", async () => {
+    const path = join(tempDir(), 'tasks.db');
+    const s = store(path);
+    const tm = createTaskManager({ store: s });
+    const runs = createSqliteRunStore(s);
+    await tm.createTask({ title: 'hosted' }, operator);
+    const claim = (await tm.claimTask({ agent: 'a1', start: true }))!;
+    await runs.openRun({ taskId: claim.id, claimToken: claim.claimToken, agent: 'a1' }, budgetOfTask(null, Date.now()));
+    const controls = counter();
+    runs.watchControls!(controls.hit);
+    const c = controls.n;
+    await tm.cancelTask({ taskId: claim.id, actor: operator });
+    expect(await wokeAfter(controls, c)).toBe(true);
+    expect(await runs.getControl(claim.id)).toBe('stopped');
+  });
+});
+
 describe('wake files: another local user', () => {
   const victimOf = (dir: string) => {
     const victim = join(dir, 'victim.txt');
@@ -145,22 +164,42 @@ describe('wake files: another local user', () => {
     expect(lstatSync(wakeFile(path, 'controls')).isFIFO()).toBe(true);
   });
 
-  it("a wake file another user owns is not written (as root: one owned by nobody)", async () => {
-    // Ownership can be handed to another user only by root; CI runs as root. Any other user
-    // meets the same check through the symlink and FIFO case above.
+  it('a hard link to the database put where the wake file goes is never used: the database stays intact', async () => {
+    // An agent with a shell as the daemon's user: `ln tasks.db tasks.db-wake-work`. Writing a
+    // byte into the "wake file" would have overwritten the database's header.
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    const s = store(path, 50);
+    const tm = createTaskManager({ store: s });
+    await tm.createTask({ title: 'first' }, operator);
+    linkSync(path, wakeFile(path, 'work'));
+    const header = readFileSync(path).subarray(0, 100);
+    const work = counter();
+    s.watch(work.hit, 'work');
+    const w = work.n;
+    await elsewhere(path, 'create', { title: 'second' });
+    expect(await wokeAfter(work, w), 'the poll still wakes the claimer').toBe(true);
+    expect(readFileSync(path).subarray(0, 100).equals(header)).toBe(true);
+    expect((await tm.findTasks()).map((t) => t.title).sort()).toEqual(['first', 'second']);
+  });
+
+  it('a wake file that is not ours (or not empty) is neither written nor watched (as root: one owned by nobody)', async () => {
     const dir = tempDir();
     const path = join(dir, 'tasks.db');
     const s = store(path, 50);
     const file = wakeFile(path, 'work');
     writeFileSync(file, 'theirs', { mode: 0o666 });
-    const root = process.getuid?.() === 0;
-    if (root) chownSync(file, 65534, 65534);
+    // Ownership can be handed to another user only by root (CI runs as root); for any other
+    // user the file's content alone makes it not a wake file.
+    if (process.getuid?.() === 0) chownSync(file, 65534, 65534);
+    const before = statSync(file).mtimeMs;
     const work = counter();
     s.watch(work.hit, 'work');
     const w = work.n;
     await elsewhere(path, 'create', { title: 'new' });
     expect(await wokeAfter(work, w), 'the poll still wakes the claimer').toBe(true);
-    expect(readFileSync(file, 'utf8')).toBe(root ? 'theirs' : '\0heirs');
+    expect(readFileSync(file, 'utf8')).toBe('theirs');
+    expect(statSync(file).mtimeMs).toBe(before);
   });
 
   it('a writer with no one watching leaves no file beside the database', async () => {

@@ -7,6 +7,7 @@ import type { ControlState } from '../runs.js';
 import { isTerminal } from '../states.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
+import { markWake } from './wake-files.js';
 import type { ApplyMove } from './moves.js';
 import type { EventWriter, TaskRow } from './rows.js';
 
@@ -72,6 +73,8 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
         }
         affected.push(row.id);
       }
+      // The runs of every process watch the controls' wake file, not every commit (wake-files.ts).
+      if (affected.length > 0) markWake(db, 'controls');
       return affected;
     },
   };

@@ -9,6 +9,7 @@ import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
+import { markWake } from './wake-files.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, rowOf } from './rows.js';
 import { abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 
@@ -56,14 +57,6 @@ export interface MoveParts {
 export const noMovesStaged = (): StagedMoves => ({ changed: 0, events: [], json: [] });
 
 const parts = new WeakMap<ApplyMove, MoveParts>();
-
-// Connections whose transaction freed a dependent: its commit wakes the claimers (claims.ts wakesClaimers).
-const freedOn = new WeakSet<Db>();
-
-/** Whether the transaction on `db` since the last call freed a dependent; forgets it. */
-export function takeFreed(db: Db): boolean {
-  return freedOn.delete(db);
-}
 
 /** The parts behind an ApplyMove made by `prepareMoves`. */
 export function moveParts(apply: ApplyMove): MoveParts | undefined {
@@ -123,7 +116,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     params.push(row.id);
     updates[mask & (ASSIGNEE | WORKER)]!.run(...params);
     if (row.state === 'completed') {
-      if ((staged.hasDependents ?? hasDependents.get(row.id) !== undefined) && release.run(row.id).changes > 0) freedOn.add(db);
+      if ((staged.hasDependents ?? hasDependents.get(row.id) !== undefined) && release.run(row.id).changes > 0) markWake(db, 'work');
     } else if (isTerminal(row.state)) {
       closeOpenRun(row, now, events);
       // A dependency that can never complete: its dependents can never run, so they are
@@ -156,6 +149,7 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version);
     endRun.run(envelope.phase, envelope.stop_reason, JSON.stringify(envelope), now, run.id);
     stopControl.run(row.id, envelope.stop_reason, now);
+    markWake(db, 'controls'); // a loop of this run still going aborts its call
     events.push(writer.append(row.id, 'run.finished', SYSTEM, { run_id: run.id, phase: envelope.phase, stop_reason: envelope.stop_reason }, now));
   }
 

@@ -55,17 +55,13 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => read('read control', () => controls.get(taskId)),
     listControls: async () => read('list controls', () => controls.list()),
-    setControl: async (request) => {
-      const affected = await value(write('control', (ev, now) => {
+    setControl: (request) =>
+      value(write('control', (ev, now) => {
         const affected = controls.set(request, now, ev);
         // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
         if (request.state === 'stopped') approvals.revokeUnused(request.target === 'all' ? 'all' : affected, now, ev);
         return affected;
-      }));
-      // The runs of every process watch the controls' wake file, not every commit.
-      store.signal('controls');
-      return affected;
-    },
+      })),
     watchControls: (onChange) => store.watchControls(onChange),
     getRun: async (runId) => read('read run', () => runs.getRun(runId)),
     getScreen: async (runId) => read('read screen', () => runs.getScreen(runId)),

@@ -7,6 +7,7 @@ import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-row
 import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
+import { markWake } from './wake-files.js';
 import { type ApplyMove, moveParts, noMovesStaged } from './moves.js';
 import { type TaskRow, toTask } from './rows.js';
 import type { EventWriter } from './rows.js';
@@ -263,7 +264,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         task = stage(task, { to: move.to, actor, reason: move.reason, result: last ? input.result : undefined }, now, events, staged);
       });
       if (input.moves.length > 0) task = commit(task, now, events, staged);
-      clearControl.run(f.taskId);
+      if (clearControl.run(f.taskId).changes > 0) markWake(db, 'controls');
       return { run: toRun(run), task: toTask(task) };
     },
     recordRestart(f, runId, reason, now, events) {

@@ -22,13 +22,13 @@ import { createGroupCommit } from './group-commit.js';
 import { MIGRATIONS } from './migrations.js';
 import { FATAL_FAULTS, faultReporter, storeError, storeFault } from './faults.js';
 import { type FileGuard, createFileGuard, quickCheck } from './guard.js';
-import { prepareMoves, takeFreed } from './moves.js';
+import { prepareMoves } from './moves.js';
 import { prepareReads } from './reads.js';
 import { createEventWriter } from './rows.js';
 import { type SpaceKeeper, createSpaceKeeper } from './space.js';
 import { prepareSweep, prepareTransition } from './transition.js';
 import { createChangeWatcher } from './watch.js';
-import { type WakeTopic, signalWake } from './wake-files.js';
+import { type WakeTopic, signalWake, takeWakes } from './wake-files.js';
 import { SHARED_FAULT, claimCheckpointer, countCommit, raiseSharedFault, releaseWriteLock, sharedFault, tryWriteLock, whenUnlocked, withWriteLock } from './write-lock.js';
 
 export interface SqliteStoreOptions {
@@ -87,8 +87,8 @@ export interface SqliteTaskStore extends TaskStore {
   signal(topic: WakeTopic): void;
 }
 
-/** A commit, and whether it freed a dependent (moves.ts takeFreed). */
-type Committed<T> = WriteOutcome<T> & { freed: boolean };
+/** A commit, and the topics its writes noted (a dependent freed, a control changed: wake-files.ts markWake). */
+type Committed<T> = WriteOutcome<T> & { wakes: ReturnType<typeof takeWakes> };
 
 /** Commits by this store before its background checkpointer starts. */
 const CHECKPOINTER_AFTER = 200;
@@ -128,6 +128,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   const watchFault = faultReporter(`${path}: change watcher`, log);
   const watcher = createChangeWatcher(db, path, {
     fallbackMs: opts.watchFallbackMs,
+    readonly,
     onTick: (renamed) => guard?.check(renamed),
     onError: (err) => watchFault.failed(fail(err, 'watch')),
     onRecovered: () => watchFault.ok(),
@@ -194,11 +195,11 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     // again in a moment. `now` is taken per try, so a retried write records when it ran.
     const value = spinOnBusy(() => {
       events.length = 0;
-      takeFreed(db); // what a try that rolled back freed is not freed
+      takeWakes(db); // what a try that rolled back touched is not touched
       return tx.immediate(fn, events, now()) as T;
     }, spinMs);
     committed();
-    return { value, events, freed: takeFreed(db) };
+    return { value, events, wakes: takeWakes(db) };
   }
 
   /**
@@ -206,9 +207,10 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
    * of every process when the commit may have made a task claimable (wake-files.ts).
    */
   function announce<T>(c: Committed<T>): WriteOutcome<T> {
-    const work = c.freed || wakesClaimers(c.events);
+    const work = c.wakes?.work === true || wakesClaimers(c.events);
     if (work) signal('work');
-    else if (c.events.length > 0) watcher.notifyLocal();
+    if (c.wakes?.controls === true) signal('controls');
+    else if (!work && c.events.length > 0) watcher.notifyLocal();
     return { value: c.value, events: c.events };
   }
 

@@ -1,6 +1,6 @@
 /**
- * Wake files: one small file per topic beside the database (`<db>-wake-work`,
- * `<db>-wake-controls`), written one byte after a commit that concerns the topic, and
+ * Wake files: one empty file per topic beside the database (`<db>-wake-work`,
+ * `<db>-wake-controls`), whose times are set after a commit that concerns the topic, and
  * watched (inotify, fs.watch on the file itself) by the processes waiting for it.
  *
  * Why: watching the folder hears every commit of every process as 4–6 file events (each
@@ -15,34 +15,39 @@
  * crash between commit and signal, a writer that does not send them, a file deleted) is
  * covered by the watcher's poll of data_version (watch.ts, 50 ms by default).
  *
- * Another local user must not turn this into a way in: the file is opened without following
- * a symlink, without blocking on a FIFO, and used only if it is a regular file this user
- * owns; anything else is left alone and the poll does the work.
+ * Another local user, or an agent with a shell, must not turn this into a way in: the file is
+ * opened read-only, without following a symlink or blocking on a FIFO, and used only if it is
+ * an empty regular file this user owns with one name (not a hard link to the database);
+ * nothing is ever written into it. Anything else is left alone and the poll does the work.
  */
-import { type FSWatcher, closeSync, constants, fstatSync, openSync, watch, writeSync } from 'node:fs';
+import { type FSWatcher, closeSync, constants, fstatSync, futimesSync, openSync, watch } from 'node:fs';
+import type { Db } from './connection.js';
 
 /** What a wake file is for: claimers (`work`) or runs watching their control (`controls`). */
 export type WakeTopic = 'work' | 'controls';
 
-const ZERO = Buffer.alloc(1);
-const FLAGS = constants.O_WRONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
+const FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
 export function wakeFile(dbPath: string, topic: WakeTopic): string {
   return `${dbPath}-wake-${topic}`;
 }
 
-/** Opens the wake file (creating it, mode 0600, for a watcher), or undefined when it is missing or not ours to use. */
+/**
+ * Opens the wake file read-only (creating it, empty and mode 0600, for a watcher), or
+ * undefined when it is missing or not ours to use: it must be an empty regular file this user
+ * owns with no other name (a hard link to the database, or to any file, is refused).
+ */
 function openOwn(file: string, create: boolean): number | undefined {
   let fd: number;
   try {
     fd = openSync(file, create ? FLAGS | constants.O_CREAT : FLAGS, 0o600);
   } catch {
-    return undefined; // a symlink, a FIFO with no reader, a folder we may not write
+    return undefined; // a symlink, a folder we may not write, a missing file
   }
   try {
     const st = fstatSync(fd);
     const uid = process.getuid?.();
-    if (st.isFile() && (uid === undefined || st.uid === uid)) return fd;
+    if (st.isFile() && st.nlink === 1 && st.size === 0 && (uid === undefined || st.uid === uid)) return fd;
   } catch {
     // fall through: not usable
   }
@@ -51,34 +56,56 @@ function openOwn(file: string, create: boolean): number | undefined {
 }
 
 /**
- * Writes one byte to the topic's wake file; never throws (the poll covers a lost signal).
- * Only a watcher creates the file: a writer with no one watching (a CLI command, a library
- * that never claims) leaves nothing beside the database.
+ * Signals the topic: sets the wake file's times (an attribute change, which its watchers
+ * hear); nothing is ever written into it. Never throws (the poll covers a lost signal). Only
+ * a watcher creates the file: a writer with no one watching (a CLI command, a library that
+ * never claims) leaves nothing beside the database.
  */
 export function signalWake(dbPath: string, topic: WakeTopic): void {
   const fd = openOwn(wakeFile(dbPath, topic), false);
   if (fd === undefined) return;
   try {
-    writeSync(fd, ZERO, 0, 1, 0);
+    const now = Date.now() / 1000;
+    futimesSync(fd, now, now);
   } catch {
-    // a full disk, say: the poll covers it
+    // the poll covers it
   } finally {
     closeSync(fd);
   }
 }
 
+// What the transaction in progress on a connection touched that concerns a topic: read and
+// cleared after each commit (task-store.ts), so the commit signals the topics it concerns.
+const WORK = 1;
+const CONTROLS = 2;
+const marks = new WeakMap<Db, number>();
+
+/** Notes that the transaction in progress on `db` concerns `topic` (a dependent freed, a control changed). */
+export function markWake(db: Db, topic: WakeTopic): void {
+  marks.set(db, (marks.get(db) ?? 0) | (topic === 'work' ? WORK : CONTROLS));
+}
+
+/** What `markWake` noted on `db` since the last call; forgets it. */
+export function takeWakes(db: Db): { work: boolean; controls: boolean } | undefined {
+  const m = marks.get(db);
+  if (m === undefined) return undefined;
+  marks.delete(db);
+  return { work: (m & WORK) !== 0, controls: (m & CONTROLS) !== 0 };
+}
+
 /**
  * Calls `onSignal` for each signal on the topic's wake file until the returned close is
- * called. Undefined when the file cannot be watched (not ours, no inotify): poll only. A
+ * called. Undefined when the file cannot be watched (not ours, no inotify, or missing and
+ * `create` false: a read-only store creates nothing): poll only. A
  * file deleted or replaced under the watch is watched again (and `onSignal` called once, for
  * a signal that may have gone to the old file).
  */
-export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void): (() => void) | undefined {
+export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void, create = true): (() => void) | undefined {
   const file = wakeFile(dbPath, topic);
   let watcher: FSWatcher | undefined;
   let closed = false;
   const start = (): boolean => {
-    const fd = openOwn(file, true);
+    const fd = openOwn(file, create);
     if (fd === undefined) return false;
     closeSync(fd);
     try {

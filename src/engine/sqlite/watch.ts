@@ -46,6 +46,8 @@ export interface WatchOptions {
   onTick?: (renamed: boolean) => void;
   /** A look that failed; the watcher goes on. @defaultValue ignore */
   onError?: (err: unknown) => void;
+  /** A read-only store's watcher: it creates no wake file (a missing one leaves the topic to the poll). */
+  readonly?: boolean;
   /** The look after failures succeeded again. @defaultValue nothing */
   onRecovered?: () => void;
 }
@@ -183,7 +185,7 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
       if (fsWatcher === undefined) watchFolder();
     } else if (!wakes.has(topic)) {
       // Without a wake file to watch (not ours to use), the poll alone serves the topic.
-      wakes.set(topic, watchWake(path, topic, () => schedule([topic])) ?? (() => undefined));
+      wakes.set(topic, watchWake(path, topic, () => schedule([topic]), opts.readonly !== true) ?? (() => undefined));
     }
   };
   const stopFs = (): void => {
