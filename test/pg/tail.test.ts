@@ -75,6 +75,21 @@ describe('the event log on PostgreSQL misses nothing', () => {
     expect(seen.map((e) => e.type)).toEqual(['test.kept']);
   });
 
+  it('a commit that sends no NOTIFY between a subscription and the watcher’s first look wakes the subscriber (poll-only mode)', async () => {
+    const seed = freshManager();
+    await seed.createTask({ title: 'migrate' }, operator);
+    const raw = await rawClient(seed.path);
+    // Behind a pooler (wakeups=poll) with the slow poll at an hour: only the follow poll,
+    // every 100 ms, can wake it. Its first look used to be taken as where things stood.
+    const store = openTaskStore(`${seed.path}&wakeups=poll`, { watchFallbackMs: 3_600_000 });
+    onTestFinished(() => store.close());
+    let woken = 0;
+    onTestFinished(store.watch(() => void woken++));
+    await raw.query(eventSql, ['test.quiet']); // before the first look, 100 ms after the subscription
+    await waitFor(() => woken > 0, 5000, 'the subscriber to be woken');
+    expect(woken).toBeGreaterThan(0);
+  });
+
   it('4 writer processes and a follower: the follower reads every event exactly once, in id order', async () => {
     const tm = freshManager();
     await tm.createTask({ title: 'seed' }, operator);

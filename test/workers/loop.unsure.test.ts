@@ -157,8 +157,15 @@ describe('a write whose call timed out or was cut off', () => {
     await h.tm.store.transition({ taskId: claim.id, to: 'pending', actor: { id: 'sweeper', role: 'system' } });
     // The stop came while no one ran it.
     await h.other().runs.setControl({ target: [claim.id], state: 'stopped', actor: operator });
-    const again = (await h.tm.claimTask({ agent: 'rescuer', start: true }))!;
-    const { result } = await drive(loopContext(h, again));
+    // As a claimer would, look again while nothing is found: on PostgreSQL the first worker's
+    // refused write (it heard the stop) may hold the row for a moment, and SKIP LOCKED skips it.
+    let again = await h.tm.claimTask({ agent: 'rescuer', start: true });
+    for (let i = 0; again === null && i < 100; i++) {
+      await new Promise((r) => setTimeout(r, 20));
+      again = await h.tm.claimTask({ agent: 'rescuer', start: true });
+    }
+    expect(again?.id).toBe(claim.id);
+    const { result } = await drive(loopContext(h, again!));
     expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
     expect((await h.tm.getTask(claim.id)).state).toBe('cancelled');
     expect(lines(file)).toBe('paid\n');

@@ -128,13 +128,15 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
     try {
       const [row] = await conn.query<{ v: number }>('SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS v FROM task_events_id_seq');
       const v = row?.v ?? 0;
-      if (followSeq !== undefined && v !== followSeq) topics.all.fire();
+      // The first look wakes too: a commit between a subscription and this look (one that sent
+      // no NOTIFY, or any in poll-only mode) would otherwise be taken as where things stood.
+      if (v !== followSeq) topics.all.fire();
       followSeq = v;
       // The slow poll: claimers too, and without LISTEN (or while it reconnects) everyone,
       // controls included (every control change writes an event, so it moves the sequence).
       const slow = client === undefined || Date.now() - slowAt >= pollMs;
       if (slow) {
-        if (slowSeq !== undefined && v !== slowSeq) {
+        if (v !== slowSeq) {
           topics.work.fire();
           if (client === undefined) topics.controls.fire();
         }
