@@ -32,6 +32,17 @@ function store(path: string, watchFallbackMs = 3_600_000): SqliteTaskStore {
   return s;
 }
 
+/** A fresh file with one task claimed and started by a1: its store, manager, runs and claim. */
+async function startedTask(title: string) {
+  const path = join(tempDir(), 'tasks.db');
+  const s = store(path);
+  const tm = createTaskManager({ store: s });
+  const runs = createSqliteRunStore(s);
+  await tm.createTask({ title }, operator);
+  const claim = (await tm.claimTask({ agent: 'a1', start: true }))!;
+  return { path, s, tm, runs, claim };
+}
+
 /** A subscriber's wake count, and a wait for it to move past a mark. */
 function counter() {
   const c = { n: 0, hit: () => void c.n++ };
@@ -98,12 +109,7 @@ describe('wake files: who hears which commit', () => {
   });
 
   it("a run's control watch wakes on a stop from another process, not on a task created there", async () => {
-    const path = join(tempDir(), 'tasks.db');
-    const s = store(path);
-    const tm = createTaskManager({ store: s });
-    const runs = createSqliteRunStore(s);
-    await tm.createTask({ title: 'running' }, operator);
-    const claim = (await tm.claimTask({ agent: 'a1', start: true }))!;
+    const { path, runs, claim } = await startedTask('running');
     const controls = counter();
     runs.watchControls!(controls.hit);
     await sleep(SETTLE_MS);
@@ -119,12 +125,7 @@ describe('wake files: who hears which commit', () => {
 
 describe('wake files: commits on the watching connection itself', () => {
   it("a cancel on the runs' own connection stops them: the control it writes wakes their watch (data_version ignores own commits)", async () => {
-    const path = join(tempDir(), 'tasks.db');
-    const s = store(path);
-    const tm = createTaskManager({ store: s });
-    const runs = createSqliteRunStore(s);
-    await tm.createTask({ title: 'hosted' }, operator);
-    const claim = (await tm.claimTask({ agent: 'a1', start: true }))!;
+    const { tm, runs, claim } = await startedTask('hosted');
     await runs.openRun({ taskId: claim.id, claimToken: claim.claimToken, agent: 'a1' }, budgetOfTask(null, Date.now()));
     const controls = counter();
     runs.watchControls!(controls.hit);
@@ -200,6 +201,18 @@ describe('wake files: another local user', () => {
     expect(await wokeAfter(work, w), 'the poll still wakes the claimer').toBe(true);
     expect(readFileSync(file, 'utf8')).toBe('theirs');
     expect(statSync(file).mtimeMs).toBe(before);
+    if (process.getuid?.() === 0) {
+      // Empty, one name, a regular file: only its owner makes it not ours.
+      const controls = wakeFile(path, 'controls');
+      writeFileSync(controls, '', { mode: 0o666 });
+      chownSync(controls, 65534, 65534);
+      const was = statSync(controls).mtimeMs;
+      const tm = createTaskManager({ store: s });
+      await tm.createTask({ title: 'to pause' }, operator);
+      const claim = (await tm.claimTask({ agent: 'a1', start: true }))!;
+      expect(await elsewhere(path, 'control', { target: [claim.id], state: 'paused' })).toEqual([claim.id]);
+      expect(statSync(controls).mtimeMs).toBe(was);
+    }
   });
 
   it('a writer with no one watching leaves no file beside the database', async () => {
