@@ -49,13 +49,13 @@ function cpuSecondsOf(pid) {
  * CLOCK_MONOTONIC (hrtime: one clock for every process, immune to wall-clock adjustments
  * between the two processes' time origins).
  */
-export async function benchPickup(path, { tasks, gapMs, warmup, sparse, sparseGapMs, peers = 0 }) {
+export async function benchPickup(path, { tasks, gapMs, warmup, sparse, sparseGapMs, peers = 0, workers = 2 }) {
   const { tm, runs } = open(path);
   const db = tm.store.db;
-  const daemon = await startDaemonProcess(path, 2);
+  const daemon = await startDaemonProcess(path, workers);
   // Other daemon processes on the same file (issue 12: pickup with a second daemon running).
   const others = [];
-  for (let i = 0; i < peers; i++) others.push(await startDaemonProcess(path, 2));
+  for (let i = 0; i < peers; i++) others.push(await startDaemonProcess(path, workers));
   const card = {
     goal: 'loop benchmark: pickup',
     planner: 'scripted',

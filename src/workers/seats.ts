@@ -9,15 +9,33 @@
  * drains (a replacement for one that crashed, or any thread of a daemon stopped within
  * moments of its start) has no channel yet to hear the broadcast on, and reads the flag.
  *
+ * And it says which thread looks when a task becomes claimable (firstToClaim), so that one
+ * thread of the daemon looks, not all of them. Every thread hears the same wake-ups; when each
+ * raced to claim the one new task, all but one paid for a look (and often a write) for
+ * nothing, and the runs spread over connections whose page caches each commit elsewhere
+ * empties. The first thread that has room and is not busy takes it; a busy thread (its event
+ * loop more than BUSY of the time at work, as it publishes) leaves it to the next. So at a
+ * light load one thread takes the wake-ups, and the others join in as it gets busy (a drain
+ * is not driven by wake-ups: each thread claims again as its own runs end).
+ *
  * Layout (Int32Array over a SharedArrayBuffer): [0] seats taken in all, [1] the token's
- * holder (0 none, else thread + 1), [2] draining (0 or 1), [3 + t] seats taken by thread t.
+ * holder (0 none, else thread + 1), [2] draining (0 or 1), [3] claims begun by any thread (a
+ * counter), [4 + t] seats taken by thread t, [4 + threads + t] thread t claims (0 or 1),
+ * [4 + 2·threads + t] thread t's event loop utilisation, in thousandths.
  */
 const TOTAL = 0;
 const TOKEN = 1;
 const DRAINING = 2;
-const mine = (thread: number) => 3 + thread;
+const CLAIMS = 3;
+const HEAD = 4;
+const threadsOf = (seats: Int32Array) => (seats.length - HEAD) / 3;
+const mine = (thread: number) => HEAD + thread;
+const claiming = (seats: Int32Array, thread: number) => HEAD + threadsOf(seats) + thread;
+const load = (seats: Int32Array, thread: number) => HEAD + 2 * threadsOf(seats) + thread;
+/** A thread whose event loop works more than this share of the time is busy (thousandths). */
+export const BUSY = 800;
 
-export const createSeats = (threads: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (3 + threads)));
+export const createSeats = (threads: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (HEAD + 3 * threads)));
 
 /** The daemon drains: no thread claims again. */
 export const drainSeats = (seats: Int32Array): void => void Atomics.store(seats, DRAINING, 1);
@@ -49,6 +67,44 @@ export function freeToken(seats: Int32Array, thread: number): void {
 
 /** A thread is gone (it died, or drained): its seats and the token, if it held it, are free again. */
 export function releaseThread(seats: Int32Array, thread: number): void {
+  setClaiming(seats, thread, false);
   Atomics.sub(seats, TOTAL, Atomics.exchange(seats, mine(thread), 0));
   freeToken(seats, thread);
 }
+
+/** Whether `thread` claims: it is set up and has not stopped claiming (nor died). */
+export function setClaiming(seats: Int32Array, thread: number, on: boolean): void {
+  Atomics.store(seats, claiming(seats, thread), on ? 1 : 0);
+}
+
+/** Publishes how busy `thread`'s event loop was lately (0 to 1). */
+export function setLoad(seats: Int32Array, thread: number, utilization: number): void {
+  Atomics.store(seats, load(seats, thread), Math.round(utilization * 1000));
+}
+
+/**
+ * Whether `thread` is the one to look for a task that just became claimable: of the threads
+ * that claim and have room (fewer than `perThread` runs), the first that is not busy, or if
+ * all are busy the least busy. Only a hint, read without a lock: two threads may both take
+ * themselves for the one, and then both look, as every thread did before. When no thread has
+ * room, every thread may look (none will claim; a run's end frees a seat and its thread looks).
+ */
+export function firstToClaim(seats: Int32Array, thread: number, perThread: number): boolean {
+  let least = -1;
+  let leastLoad = Infinity;
+  for (let t = 0; t < threadsOf(seats); t++) {
+    if (Atomics.load(seats, claiming(seats, t)) === 0) continue;
+    if (Atomics.load(seats, mine(t)) >= perThread) continue;
+    const busy = Atomics.load(seats, load(seats, t));
+    if (busy < BUSY) return t === thread;
+    if (busy < leastLoad) {
+      least = t;
+      leastLoad = busy;
+    }
+  }
+  return least === -1 || least === thread;
+}
+
+/** Counts a claim begun by any thread (claimsBegun tells whether another thread looked since). */
+export const countClaim = (seats: Int32Array): void => void Atomics.add(seats, CLAIMS, 1);
+export const claimsBegun = (seats: Int32Array): number => Atomics.load(seats, CLAIMS);

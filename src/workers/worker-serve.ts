@@ -23,7 +23,16 @@ import { budgetOfTask } from './budget.js';
 import { startClaimer } from './claimer.js';
 import { type RunEnding, type ServeReply, type ThreadNote, type WorkerConfig, EXCLUSIVE_CAPABILITIES } from './protocol.js';
 import type { Runner } from './runner.js';
-import { freeSeat, freeToken, seatsTaken, takeSeat, takeToken } from './seats.js';
+import { claimsBegun, countClaim, firstToClaim, freeSeat, freeToken, seatsTaken, setClaiming, setLoad, takeSeat, takeToken } from './seats.js';
+
+/**
+ * How long a thread that left a wake-up to another thread of its daemon waits before it looks
+ * itself, if no thread has begun a claim since (the other's event loop held up by a long
+ * synchronous tool, say). Any thread also looks every second (the claimer's idleMs).
+ */
+export const LEFT_TO_ANOTHER_MS = 25;
+/** How often a thread publishes how busy its event loop was (seats.ts setLoad). */
+const LOAD_EVERY_MS = 100;
 
 export interface ServeContext {
   config: WorkerConfig;
@@ -82,8 +91,21 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
 
   // Subscribed before the claimer starts: a commit during its first claim is not missed.
   let claimer: ReturnType<typeof startClaimer<Claimed>> | undefined;
+  let later: NodeJS.Timeout | undefined;
+  // One thread of the daemon looks for the task a commit may have made claimable: the least
+  // busy (seats.ts firstToClaim). The others look only if no thread began a claim meanwhile.
+  const onWork = (): void => {
+    if (claimer === undefined) return;
+    if (firstToClaim(seats, thread, config.perThread)) return claimer.committed();
+    if (later !== undefined) return;
+    const seen = claimsBegun(seats);
+    later = setTimeout(() => {
+      later = undefined;
+      if (claimsBegun(seats) === seen) claimer?.committed();
+    }, LEFT_TO_ANOTHER_MS);
+  };
   // Only what can make a task claimable (on PostgreSQL a step of another daemon sends no NOTIFY).
-  const unwatch = ctx.store.watch(() => claimer?.committed(), 'work');
+  const unwatch = ctx.store.watch(onWork, 'work');
   note({ type: 'ready' });
   claimer = startClaimer<Claimed>({
     hasRoom,
@@ -91,6 +113,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     claim: async () => {
       // (A burst's later claims, once the daemon drains, claim nothing only to release it.)
       if (ctx.draining() || !takeSeat(seats, thread, config.concurrency)) return null;
+      countClaim(seats);
       // The display's token first, so that no two threads claim a desktop task at once.
       const token = wantsExclusive && takeToken(seats, thread);
       const slot = `${config.daemonId}/${thread}.${generation}.${next++}`;
@@ -125,10 +148,26 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     idleMs: 1000,
   });
   const claiming = claimer;
-  ctx.onDrain(() => claiming.stop());
-  if (ctx.draining()) claiming.stop();
+  let since = performance.eventLoopUtilization();
+  const loadTimer = setInterval(() => {
+    const now = performance.eventLoopUtilization();
+    setLoad(seats, thread, performance.eventLoopUtilization(now, since).utilization);
+    since = now;
+  }, LOAD_EVERY_MS);
+  loadTimer.unref();
+  setLoad(seats, thread, 0);
+  setClaiming(seats, thread, true);
+  const stop = () => {
+    setClaiming(seats, thread, false);
+    clearTimeout(later);
+    clearInterval(loadTimer);
+    claiming.stop();
+  };
+  ctx.onDrain(stop);
+  if (ctx.draining()) stop();
   try {
     await claiming.done;
+    stop();
     // Runs let go at their next step boundary once draining (runner.ts).
     while (running.size > 0) await Promise.all([...running]);
   } finally {

@@ -1,0 +1,59 @@
+/**
+ * Which thread of a daemon looks when a task becomes claimable (seats.ts firstToClaim): the
+ * first thread that claims, has room and is not busy; all threads read the same shared cells.
+ */
+import { describe, expect, it } from 'vitest';
+import { BUSY, createSeats, firstToClaim, releaseThread, setClaiming, setLoad, takeSeat } from '../../src/workers/seats.js';
+
+const PER_THREAD = 2;
+/** Which threads of `seats` take themselves for the one to look. */
+const lookers = (seats: Int32Array, threads: number) => Array.from({ length: threads }, (_, t) => t).filter((t) => firstToClaim(seats, t, PER_THREAD));
+
+function daemon(threads: number): Int32Array {
+  const seats = createSeats(threads);
+  for (let t = 0; t < threads; t++) setClaiming(seats, t, true);
+  return seats;
+}
+
+describe('one thread looks for a new task', () => {
+  it('at a light load the first thread, whatever the others hold', () => {
+    const seats = daemon(3);
+    expect(lookers(seats, 3)).toEqual([0]);
+    expect(takeSeat(seats, 0, 100)).toBe(true);
+    // Runs waiting on a model cost the thread nothing: it still takes the next one.
+    expect(lookers(seats, 3)).toEqual([0]);
+  });
+
+  it('a busy thread leaves it to the next, and a thread without room is passed over', () => {
+    const seats = daemon(3);
+    setLoad(seats, 0, (BUSY + 50) / 1000);
+    expect(lookers(seats, 3)).toEqual([1]);
+    takeSeat(seats, 1, 100);
+    takeSeat(seats, 1, 100);
+    expect(lookers(seats, 3)).toEqual([2]);
+  });
+
+  it('when every thread is busy, the least busy', () => {
+    const seats = daemon(3);
+    setLoad(seats, 0, 0.95);
+    setLoad(seats, 1, 0.85);
+    setLoad(seats, 2, 0.9);
+    expect(lookers(seats, 3)).toEqual([1]);
+  });
+
+  it('a thread that stopped claiming (drained, or dead: its seats released) is passed over', () => {
+    const seats = daemon(2);
+    setClaiming(seats, 0, false);
+    expect(lookers(seats, 2)).toEqual([1]);
+    setClaiming(seats, 0, true);
+    takeSeat(seats, 0, 100);
+    releaseThread(seats, 0);
+    expect(lookers(seats, 2)).toEqual([1]);
+  });
+
+  it('when no thread has room, each may look (none claims; a run that ends frees a seat and its thread looks)', () => {
+    const seats = daemon(2);
+    for (const t of [0, 1]) for (let i = 0; i < PER_THREAD; i++) takeSeat(seats, t, 100);
+    expect(lookers(seats, 2)).toEqual([0, 1]);
+  });
+});
