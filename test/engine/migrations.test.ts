@@ -17,7 +17,7 @@ describe('migration 7', () => {
     old.close();
     const store = createSqliteStore({ path });
     try {
-      expect(store.db.pragma('user_version', { simple: true })).toBe(7);
+      expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
       expect(await createSqliteRunStore(store).daemons()).toEqual([{ id: 'h-1-abc', host: 'h', pid: 1, agent: 'daemon-h-1', threads: 2, startedAt: 10, heartbeatAt: 20 }]);
       expect(store.db.prepare("SELECT count(*) FROM sqlite_master WHERE name = 'workers'").pluck().get()).toBe(0);
     } finally {

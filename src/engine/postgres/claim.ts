@@ -13,9 +13,10 @@ import { appendEvents, lockTask, writeWithEvents } from './moves.js';
 const capsOf = (input: ClaimInput): string => JSON.stringify(input.capabilities ?? []);
 
 // tasks_claimable holds (queue, priority DESC, id) of the pending tasks with no unmet
-// dependency: the first eligible entry is the claim. Capabilities are JSON text: a task's
+// dependency: the first eligible entry is the claim (a daemon's pick, of tasks with a card,
+// reads tasks_claimable_card). Capabilities are JSON text: a task's
 // requirements must be contained in the claimer's.
-const pickSql = (withCard: boolean, columns: string, lock: boolean) =>
+export const pickSql = (withCard: boolean, columns: string, lock: boolean) =>
   `SELECT ${columns} FROM tasks
    WHERE state = 'pending' AND unmet_deps = 0 AND queue = $1 AND run_after <= $2
      AND (for_agent IS NULL OR for_agent = $3)

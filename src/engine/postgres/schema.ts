@@ -232,6 +232,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   ALTER FUNCTION next_event_id() SET search_path FROM CURRENT;
   `,
+  // 4: a daemon's pick (tasks with a card only) has its own index, as on SQLite (its
+  // migration 8): tasks_claimable made it step over every pending task without a card.
+  `
+  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */

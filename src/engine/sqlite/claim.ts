@@ -22,9 +22,11 @@ const claimedJson = (attempt: number, leaseExpiresAt: number): string =>
   `{"from":"pending","to":"claimed","attempt":${attempt},"lease_expires_at":${leaseExpiresAt}}`;
 const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
 
-// The best claimable task is the first eligible entry of the partial index tasks_claimable.
-const pickSql = (withCard: boolean, columns = TASK_COLUMNS) =>
-  `SELECT ${columns} FROM tasks
+// The best claimable task is the first eligible entry of the partial index tasks_claimable,
+// or for a daemon (withCard) of tasks_claimable_card, which holds only tasks with a card:
+// named, so that the planner never walks past the tasks without one (migration 8).
+export const pickSql = (withCard: boolean, columns = TASK_COLUMNS) =>
+  `SELECT ${columns} FROM tasks${withCard ? ' INDEXED BY tasks_claimable_card' : ''}
    WHERE state = 'pending' AND unmet_deps = 0 AND queue = ? AND run_after <= ?
      AND (for_agent IS NULL OR for_agent = ?)
      AND (requires IS NULL OR NOT EXISTS (

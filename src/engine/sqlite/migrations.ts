@@ -254,6 +254,13 @@ export const MIGRATIONS: readonly string[] = [
   `
   ALTER TABLE workers RENAME TO daemons;
   `,
+  // 8: a daemon claims only tasks that carry a card. Its pick read tasks_claimable and
+  // stepped over every pending task without a card ahead of the first with one: with 2,000
+  // tasks waiting for agents, each look of each daemon thread read 2,000 rows. This index
+  // holds only the tasks a daemon can run (claim.ts names it for the daemon's pick).
+  `
+  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
+  `,
 ];
 
 /**

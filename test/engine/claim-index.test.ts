@@ -1,0 +1,47 @@
+/**
+ * A daemon's pick reads the index of the tasks that carry a card (migration 8): tasks without
+ * one, waiting for agents, are not in its way however many there are.
+ */
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { pickSql } from '../../src/engine/sqlite/claim.js';
+import { MIGRATIONS } from '../../src/engine/sqlite/migrations.js';
+import { budgetOfTask } from '../../src/workers/budget.js';
+import { operator, tempDir } from '../helpers.js';
+
+const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
+const plan = (db: Database.Database, withCard: boolean) =>
+  (db.prepare(`EXPLAIN QUERY PLAN ${pickSql(withCard)}`).all('default', Date.now(), 'a', '[]') as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+
+describe('the daemon pick', () => {
+  it('a daemon reads tasks_claimable_card, an agent tasks_claimable; the daemon takes the task with a card behind 200 without one', async () => {
+    const path = join(tempDir(), 'tasks.db');
+    const store = createSqliteStore({ path });
+    const tm = createTaskManager({ store });
+    await tm.createTasks(Array.from({ length: 200 }, (_, i) => ({ title: `for an agent ${i}`, priority: 5 })), operator);
+    const carded = (await tm.createTask({ title: 'for a daemon', card: CARD }, operator)).task.id;
+    expect(plan(store.db, true)).toMatch(/USING INDEX tasks_claimable_card\b/);
+    expect(plan(store.db, false)).toMatch(/USING INDEX tasks_claimable\b/);
+    const claimed = await createSqliteRunStore(store).claimRun({ agent: 'daemon-x', withCard: true }, (t, now) => budgetOfTask(t.card, now));
+    expect(claimed?.task.id).toBe(carded);
+    await tm.close();
+  });
+
+  it('a file at version 7 gets the index when it is opened, with the tasks already pending in it', async () => {
+    const path = join(tempDir(), 'v7.db');
+    const old = new Database(path);
+    old.pragma('journal_mode = WAL');
+    for (const step of MIGRATIONS.slice(0, 7)) old.exec(step);
+    old.pragma('user_version = 7');
+    old.close();
+    const store = createSqliteStore({ path });
+    try {
+      expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+      expect(store.db.prepare("SELECT sql FROM sqlite_master WHERE name = 'tasks_claimable_card'").pluck().get()).toMatch(/card <> '\{\}'/);
+    } finally {
+      await store.close();
+    }
+  });
+});
