@@ -21,21 +21,29 @@
  * Layout (Int32Array over a SharedArrayBuffer): [0] seats taken in all, [1] the token's
  * holder (0 none, else thread + 1), [2] draining (0 or 1), [3] claims begun by any thread (a
  * counter), [4 + t] seats taken by thread t, [4 + threads + t] thread t claims (0 or 1),
- * [4 + 2·threads + t] thread t's event loop utilisation, in thousandths.
+ * [4 + 2·threads + t] thread t's event loop utilisation, in thousandths, [4 + 3·threads + t]
+ * when it published that (Date.now() modulo 2^31).
  */
 const TOTAL = 0;
 const TOKEN = 1;
 const DRAINING = 2;
 const CLAIMS = 3;
 const HEAD = 4;
-const threadsOf = (seats: Int32Array) => (seats.length - HEAD) / 3;
+const threadsOf = (seats: Int32Array) => (seats.length - HEAD) / 4;
 const mine = (thread: number) => HEAD + thread;
 const claiming = (seats: Int32Array, thread: number) => HEAD + threadsOf(seats) + thread;
 const load = (seats: Int32Array, thread: number) => HEAD + 2 * threadsOf(seats) + thread;
+const loadAt = (seats: Int32Array, thread: number) => HEAD + 3 * threadsOf(seats) + thread;
+const stamp = (ms: number) => ms % 2 ** 31;
 /** A thread whose event loop works more than this share of the time is busy (thousandths). */
 export const BUSY = 800;
+/**
+ * A thread that has not published its load for this long is busy too: its event loop is held
+ * up (a tool in a long synchronous call), so it cannot even run its timer.
+ */
+export const LOAD_STALE_MS = 500;
 
-export const createSeats = (threads: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (HEAD + 3 * threads)));
+export const createSeats = (threads: number): Int32Array => new Int32Array(new SharedArrayBuffer(4 * (HEAD + 4 * threads)));
 
 /** The daemon drains: no thread claims again. */
 export const drainSeats = (seats: Int32Array): void => void Atomics.store(seats, DRAINING, 1);
@@ -78,24 +86,33 @@ export function setClaiming(seats: Int32Array, thread: number, on: boolean): voi
 }
 
 /** Publishes how busy `thread`'s event loop was lately (0 to 1). */
-export function setLoad(seats: Int32Array, thread: number, utilization: number): void {
+export function setLoad(seats: Int32Array, thread: number, utilization: number, now = Date.now()): void {
   Atomics.store(seats, load(seats, thread), Math.round(utilization * 1000));
+  Atomics.store(seats, loadAt(seats, thread), stamp(now));
+}
+
+/** How busy `thread` is, in thousandths: fully busy if its last word is older than LOAD_STALE_MS. */
+function busyness(seats: Int32Array, thread: number, now: number): number {
+  const age = (stamp(now) - Atomics.load(seats, loadAt(seats, thread)) + 2 ** 31) % 2 ** 31;
+  return age > LOAD_STALE_MS ? 1000 : Atomics.load(seats, load(seats, thread));
 }
 
 /**
  * Whether `thread` is the one to look for a task that just became claimable: of the threads
  * that claim and have room (fewer than `perThread` runs), the first that is not busy, or if
- * all are busy the least busy. Only a hint, read without a lock: two threads may both take
+ * all are busy the least busy. A thread that has gone quiet (LOAD_STALE_MS) counts as fully
+ * busy: another thread looks at once instead of after LEFT_TO_ANOTHER_MS. Only a hint, read without a lock: two threads may both take
  * themselves for the one, and then both look, as every thread did before. When no thread has
  * room, every thread may look (none will claim; a run's end frees a seat and its thread looks).
  */
-export function firstToClaim(seats: Int32Array, thread: number, perThread: number): boolean {
+export function firstToClaim(seats: Int32Array, thread: number, perThread: number, now = Date.now()): boolean {
   let least = -1;
   let leastLoad = Infinity;
   for (let t = 0; t < threadsOf(seats); t++) {
     if (Atomics.load(seats, claiming(seats, t)) === 0) continue;
     if (Atomics.load(seats, mine(t)) >= perThread) continue;
-    const busy = Atomics.load(seats, load(seats, t));
+    // (This thread is running now, whatever its last word says.)
+    const busy = t === thread ? Atomics.load(seats, load(seats, t)) : busyness(seats, t, now);
     if (busy < BUSY) return t === thread;
     if (busy < leastLoad) {
       least = t;

@@ -27,6 +27,8 @@ describe('one thread of a daemon looks for a new task', () => {
   it('tasks that come one at a time to an idle 2-thread daemon all go to one thread', async () => {
     const tm = freshManager();
     const d = await startDaemonProcess(tm.path, ['--workers', '2']);
+    // Its threads start one after the other: one that is not set up yet takes no part.
+    await sleep(2000);
     const ids: number[] = [];
     for (let i = 0; i < 10; i++) {
       const id = (await tm.createTask({ title: `t${i}`, card: whoami }, operator)).task.id;

@@ -3,7 +3,7 @@
  * first thread that claims, has room and is not busy; all threads read the same shared cells.
  */
 import { describe, expect, it } from 'vitest';
-import { BUSY, createSeats, firstToClaim, releaseThread, setClaiming, setLoad, takeSeat } from '../../src/workers/seats.js';
+import { BUSY, LOAD_STALE_MS, createSeats, firstToClaim, releaseThread, setClaiming, setLoad, takeSeat } from '../../src/workers/seats.js';
 
 const PER_THREAD = 2;
 /** Which threads of `seats` take themselves for the one to look. */
@@ -11,7 +11,10 @@ const lookers = (seats: Int32Array, threads: number) => Array.from({ length: thr
 
 function daemon(threads: number): Int32Array {
   const seats = createSeats(threads);
-  for (let t = 0; t < threads; t++) setClaiming(seats, t, true);
+  for (let t = 0; t < threads; t++) {
+    setClaiming(seats, t, true);
+    setLoad(seats, t, 0);
+  }
   return seats;
 }
 
@@ -31,6 +34,18 @@ describe('one thread looks for a new task', () => {
     takeSeat(seats, 1, 100);
     takeSeat(seats, 1, 100);
     expect(lookers(seats, 3)).toEqual([2]);
+  });
+
+  it('a thread that has not said how busy it is for a while is held up: the next looks', () => {
+    const seats = daemon(2);
+    const now = Date.now();
+    setLoad(seats, 0, 0, now - LOAD_STALE_MS - 100);
+    expect(firstToClaim(seats, 1, PER_THREAD, now)).toBe(true);
+    // The thread itself, if it asks, runs again whatever its last word said: both look once.
+    expect(firstToClaim(seats, 0, PER_THREAD, now)).toBe(true);
+    setLoad(seats, 0, 0, now);
+    expect(firstToClaim(seats, 0, PER_THREAD, now)).toBe(true);
+    expect(firstToClaim(seats, 1, PER_THREAD, now)).toBe(false);
   });
 
   it('when every thread is busy, the least busy', () => {
