@@ -8,7 +8,8 @@
  *    (claimTask + transitionTask in this process, no loop), one daemon (BENCH_DRAIN_WORKERS
  *    threads, default 2; default concurrency), two daemon processes; ratios in the same run. Rate = tasks / (last
  *    task.completed − first task.claimed), from the events.
- * Fresh files per scenario in a temp folder (removed at the end).
+ * Fresh files per scenario in a temp folder (removed at the end). BENCH_SCALE_ONLY (a comma list
+ * of inflight, lib, d1, d2) runs only those parts and prints their raw figures as JSON.
  */
 import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
@@ -104,17 +105,21 @@ async function daemonDrain(daemons) {
 
 const load0 = loadavg()[0];
 const r = {};
+// BENCH_SCALE_ONLY: a comma list of inflight, lib, d1, d2 (all by default); prints the parts' JSON.
+const ONLY = process.env.BENCH_SCALE_ONLY?.split(',');
+const parts = { inflight: inFlight, lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2) };
 try {
-  log('in flight …');
-  r.inflight = await inFlight();
-  log('library drain …');
-  r.lib = await libraryDrain();
-  log('one daemon …');
-  r.d1 = await daemonDrain(1);
-  log('two daemons …');
-  r.d2 = await daemonDrain(2);
+  for (const [name, run] of Object.entries(parts)) {
+    if (ONLY !== undefined && !ONLY.includes(name)) continue;
+    log(`${name} …`);
+    r[name] = await run();
+  }
 } finally {
   scratch.remove();
+}
+if (ONLY !== undefined) {
+  console.log(JSON.stringify(r));
+  process.exit(0);
 }
 const out = [];
 out.push(`taskloop scale benchmark — ${availableParallelism()} CPUs, node ${process.version}, load average ${load0.toFixed(2)} → ${loadavg()[0].toFixed(2)}`);
