@@ -125,3 +125,39 @@ export function firstToClaim(seats: Int32Array, thread: number, perThread: numbe
 /** Counts a claim begun by any thread (claimsBegun tells whether another thread looked since). */
 export const countClaim = (seats: Int32Array): void => void Atomics.add(seats, CLAIMS, 1);
 export const claimsBegun = (seats: Int32Array): number => Atomics.load(seats, CLAIMS);
+
+/**
+ * A thread's wake-ups left to another thread (firstToClaim said so): `left()` for each; if no
+ * thread of the daemon begins a claim within `ms` of one, `look()` runs (the other thread may
+ * be held up). Wake-ups left while a window is open get a window of their own once it closes:
+ * a claim begun before them may not have seen their task.
+ */
+export interface LeftToOthers {
+  left(): void;
+  cancel(): void;
+}
+
+export function leaveToOthers(seats: Int32Array, look: () => void, ms: number): LeftToOthers {
+  let timer: NodeJS.Timeout | undefined;
+  let again = false;
+  const open = (): void => {
+    const seen = claimsBegun(seats);
+    again = false;
+    timer = setTimeout(() => {
+      timer = undefined;
+      if (claimsBegun(seats) === seen) look();
+      else if (again) open();
+    }, ms);
+  };
+  return {
+    left() {
+      if (timer === undefined) open();
+      else again = true;
+    },
+    cancel() {
+      clearTimeout(timer);
+      timer = undefined;
+    },
+  };
+}
+

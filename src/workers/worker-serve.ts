@@ -23,7 +23,7 @@ import { budgetOfTask } from './budget.js';
 import { startClaimer } from './claimer.js';
 import { type RunEnding, type ServeReply, type ThreadNote, type WorkerConfig, EXCLUSIVE_CAPABILITIES } from './protocol.js';
 import type { Runner } from './runner.js';
-import { claimsBegun, countClaim, firstToClaim, freeSeat, freeToken, seatsTaken, setClaiming, setLoad, takeSeat, takeToken } from './seats.js';
+import { countClaim, firstToClaim, freeSeat, freeToken, leaveToOthers, seatsTaken, setClaiming, setLoad, takeSeat, takeToken } from './seats.js';
 
 /**
  * How long a thread that left a wake-up to another thread of its daemon waits before it looks
@@ -91,18 +91,14 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
 
   // Subscribed before the claimer starts: a commit during its first claim is not missed.
   let claimer: ReturnType<typeof startClaimer<Claimed>> | undefined;
-  let later: NodeJS.Timeout | undefined;
-  // One thread of the daemon looks for the task a commit may have made claimable: the least
-  // busy (seats.ts firstToClaim). The others look only if no thread began a claim meanwhile.
+  let stopped = false;
+  // One thread of the daemon looks for the task a commit may have made claimable: the first
+  // that is not busy (seats.ts firstToClaim). Another looks if none began a claim meanwhile.
+  const others = leaveToOthers(seats, () => claimer?.committed(), LEFT_TO_ANOTHER_MS);
   const onWork = (): void => {
     if (claimer === undefined) return;
-    if (firstToClaim(seats, thread, config.perThread)) return claimer.committed();
-    if (later !== undefined) return;
-    const seen = claimsBegun(seats);
-    later = setTimeout(() => {
-      later = undefined;
-      if (claimsBegun(seats) === seen) claimer?.committed();
-    }, LEFT_TO_ANOTHER_MS);
+    if (firstToClaim(seats, thread, config.perThread)) claimer.committed();
+    else others.left();
   };
   // Only what can make a task claimable (on PostgreSQL a step of another daemon sends no NOTIFY).
   const unwatch = ctx.store.watch(onWork, 'work');
@@ -113,9 +109,12 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     claim: async () => {
       // (A burst's later claims, once the daemon drains, claim nothing only to release it.)
       if (ctx.draining() || !takeSeat(seats, thread, config.concurrency)) return null;
-      countClaim(seats);
+      // Back from a failed claim's backoff (see the catch below).
+      if (!stopped) setClaiming(seats, thread, true);
       // The display's token first, so that no two threads claim a desktop task at once.
       const token = wantsExclusive && takeToken(seats, thread);
+      // A claim that looks for every kind of task this daemon runs stands in for the others'.
+      if (token || !wantsExclusive) countClaim(seats);
       const slot = `${config.daemonId}/${thread}.${generation}.${next++}`;
       let claimed: ClaimedRun | null;
       try {
@@ -124,6 +123,8 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
       } catch (err) {
         freeSeat(seats, thread);
         if (token) freeToken(seats, thread);
+        // The claimer waits before it tries again, deaf to wake-ups: others look meanwhile.
+        setClaiming(seats, thread, false);
         throw err;
       }
       const exclusive = token && claimed !== null && claimed.task.requires.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
@@ -158,8 +159,9 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
   setLoad(seats, thread, 0);
   setClaiming(seats, thread, true);
   const stop = () => {
+    stopped = true;
     setClaiming(seats, thread, false);
-    clearTimeout(later);
+    others.cancel();
     clearInterval(loadTimer);
     claiming.stop();
   };
@@ -171,6 +173,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     // Runs let go at their next step boundary once draining (runner.ts).
     while (running.size > 0) await Promise.all([...running]);
   } finally {
+    stop();
     unwatch();
   }
   note({ type: 'served' });

@@ -134,9 +134,10 @@ describe('the store guards its file', () => {
   it('a damaged page: the daemon that meets it stops with STORE_CORRUPT and exits 1, reads say STORE_CORRUPT, and no daemon starts on the file', async () => {
     const path = join(tempDir(), 'tasks.db');
     const setup = createSqliteStore({ path });
-    // Not yet due: every claim reads these rows, and none is run (so their pages stay as written).
+    // Cards, not yet due: every claim of a daemon reads these rows (run_after is not in its
+    // index), and none is run (so their pages stay as written).
     await createTaskManager({ store: setup }).createTasks(
-      Array.from({ length: 300 }, (_, i) => ({ title: `later ${i} ${'x'.repeat(100)}`, runAfter: Date.now() + 3_600_000 })),
+      Array.from({ length: 300 }, (_, i) => ({ title: `later ${i} ${'x'.repeat(100)}`, card: daemonCard(), runAfter: Date.now() + 3_600_000 })),
       operator,
     );
     const leaves = setup.db.prepare("SELECT pageno FROM dbstat WHERE name = 'tasks' AND pagetype = 'leaf' ORDER BY pageno").pluck().all() as number[];

@@ -24,25 +24,25 @@ async function threadOf(tm: TaskManager, taskId: number): Promise<number> {
 const whoami = daemonCard({ allowed_tools: ['thread_of'], script: [{ action: 'tool', tool: 'thread_of' }, { action: 'done' }] });
 
 describe('one thread of a daemon looks for a new task', () => {
-  it('tasks that come one at a time to an idle 2-thread daemon all go to one thread', async () => {
+  it('tasks that come one at a time to an idle 2-thread daemon go to one thread', async () => {
     const tm = freshManager();
     const d = await startDaemonProcess(tm.path, ['--workers', '2']);
     // Its threads start one after the other: one that is not set up yet takes no part.
     await sleep(2000);
     const ids: number[] = [];
-    for (let i = 0; i < 10; i++) {
+    for (let i = 0; i < 16; i++) {
       const id = (await tm.createTask({ title: `t${i}`, card: whoami }, operator)).task.id;
       ids.push(id);
       await waitFor(async () => (await tm.getTask(id)).state === 'completed', 20_000, `task ${id} to complete`);
-      await sleep(30);
+      await sleep(80);
     }
     const threads = await Promise.all(ids.map((id) => threadOf(tm, id)));
     const counts = new Map<number, number>();
     for (const t of threads) counts.set(t, (counts.get(t) ?? 0) + 1);
-    // Every thread used to look and race for each task: they split about evenly. (One task
-    // in ten may go to the other thread on a loaded machine: it looks after 25 ms if the
-    // first has not begun a claim by then.)
-    expect(Math.max(...counts.values())).toBeGreaterThanOrEqual(9);
+    // Every thread used to look and race for each task: they split about evenly (5-6 of 10
+    // measured). Now one takes them, but for a few a loaded machine may hand to the other (it
+    // looks if the first has not begun a claim within 25 ms).
+    expect(Math.max(...counts.values())).toBeGreaterThanOrEqual(13);
     d.child.kill('SIGTERM');
     expect(await d.exited).toBe(0);
   });

@@ -234,8 +234,9 @@ export const PG_MIGRATIONS: readonly string[] = [
   `,
   // 4: a daemon's pick (tasks with a card only) has its own index, as on SQLite (its
   // migration 8): tasks_claimable made it step over every pending task without a card.
+  // IF NOT EXISTS: an operator may build it beforehand, CONCURRENTLY (README).
   `
-  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_card ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
   `,
 ];
 

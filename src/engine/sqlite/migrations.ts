@@ -259,7 +259,7 @@ export const MIGRATIONS: readonly string[] = [
   // tasks waiting for agents, each look of each daemon thread read 2,000 rows. This index
   // holds only the tasks a daemon can run (claim.ts names it for the daemon's pick).
   `
-  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
   `,
 ];
 
