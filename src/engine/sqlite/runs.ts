@@ -210,7 +210,8 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   return {
     fence,
     openRun(f, budget, now, events) {
-      fence(f);
+      // Only the claim is checked: the row (its card can be large) is not needed here.
+      fenceLight(f);
       const existing = activeRun.get(f.taskId);
       if (existing !== undefined) {
         setPhase.run('running', existing.id);
