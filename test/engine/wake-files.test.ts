@@ -6,13 +6,13 @@
  * (or the folder's watch, for `all`) can wake a subscriber.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
-import { wakeFile } from '../../src/engine/sqlite/wake-files.js';
+import { WAKE_RETRY_MS, wakeFile } from '../../src/engine/sqlite/wake-files.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
 
@@ -163,6 +163,25 @@ describe('wake files: another local user', () => {
     expect(readFileSync(victim, 'utf8')).toBe('precious\n');
     expect(lstatSync(wakeFile(path, 'work')).isSymbolicLink()).toBe(true);
     expect(lstatSync(wakeFile(path, 'controls')).isFIFO()).toBe(true);
+  });
+
+  it('a stray file where the wake file goes, once removed, gives way to the wake file: the claimer wakes again without the poll', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    symlinkSync(victimOf(dir), wakeFile(path, 'work'));
+    const s = store(path);
+    const work = counter();
+    s.watch(work.hit, 'work');
+    await sleep(SETTLE_MS);
+    rmSync(wakeFile(path, 'work'));
+    // Looked at again within WAKE_RETRY_MS: the watcher makes its own file and watches it.
+    const made = Date.now() + 3 * WAKE_RETRY_MS;
+    while (!existsSync(wakeFile(path, 'work')) && Date.now() < made) await sleep(20);
+    expect(lstatSync(wakeFile(path, 'work')).isFile()).toBe(true);
+    await sleep(SETTLE_MS);
+    const w = work.n;
+    await elsewhere(path, 'create', { title: 'heard through the wake file' });
+    expect(await wokeAfter(work, w)).toBe(true);
   });
 
   it('a hard link to the database put where the wake file goes is never used: the database stays intact', async () => {

@@ -93,16 +93,21 @@ export function takeWakes(db: Db): { work: boolean; controls: boolean } | undefi
   return { work: (m & WORK) !== 0, controls: (m & CONTROLS) !== 0 };
 }
 
+/** How often a wake file that cannot be watched (yet) is looked at again. */
+export const WAKE_RETRY_MS = 1000;
+
 /**
  * Calls `onSignal` for each signal on the topic's wake file until the returned close is
- * called. Undefined when the file cannot be watched (not ours, no inotify, or missing and
- * `create` false: a read-only store creates nothing): poll only. A
- * file deleted or replaced under the watch is watched again (and `onSignal` called once, for
- * a signal that may have gone to the old file).
+ * called. While the file cannot be watched (not ours, no inotify, or missing and `create`
+ * false: a read-only store creates nothing), the poll alone serves the topic, and the file is
+ * looked at again every WAKE_RETRY_MS: once it can be watched (the stray file removed, a
+ * watcher elsewhere created it), it is, and `onSignal` is called once for a signal that may
+ * have gone unheard. A file deleted or replaced under the watch is watched again the same way.
  */
-export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void, create = true): (() => void) | undefined {
+export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void, create = true): () => void {
   const file = wakeFile(dbPath, topic);
   let watcher: FSWatcher | undefined;
+  let retry: NodeJS.Timeout | undefined;
   let closed = false;
   const start = (): boolean => {
     const fd = openOwn(file, create);
@@ -120,18 +125,26 @@ export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void
       return false;
     }
   };
+  /** Tries again after `ms` (and then every WAKE_RETRY_MS) until it watches or is closed. */
+  const later = (ms: number): void => {
+    retry = setTimeout(() => {
+      retry = undefined;
+      if (closed || watcher !== undefined) return;
+      if (start()) onSignal();
+      else later(WAKE_RETRY_MS);
+    }, ms);
+    retry.unref();
+  };
   const restart = (): void => {
     watcher?.close();
     watcher = undefined;
-    if (closed) return;
-    // Once, a moment later: a rename storm must not spin this thread.
-    setTimeout(() => {
-      if (!closed && watcher === undefined && start()) onSignal();
-    }, 10).unref();
+    // A moment later: a rename storm must not spin this thread.
+    if (!closed && retry === undefined) later(10);
   };
-  if (!start()) return undefined;
+  if (!start()) later(WAKE_RETRY_MS);
   return () => {
     closed = true;
+    clearTimeout(retry);
     watcher?.close();
     watcher = undefined;
   };

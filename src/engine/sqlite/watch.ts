@@ -184,8 +184,8 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
     if (topic === 'all') {
       if (fsWatcher === undefined) watchFolder();
     } else if (!wakes.has(topic)) {
-      // Without a wake file to watch (not ours to use), the poll alone serves the topic.
-      wakes.set(topic, watchWake(path, topic, () => schedule([topic]), opts.readonly !== true) ?? (() => undefined));
+      // While its wake file cannot be watched (not ours to use), the poll alone serves the topic.
+      wakes.set(topic, watchWake(path, topic, () => schedule([topic]), opts.readonly !== true));
     }
   };
   const stopFs = (): void => {
