@@ -101,9 +101,10 @@ function busyness(seats: Int32Array, thread: number, now: number): number {
  * Whether `thread` is the one to look for a task that just became claimable: of the threads
  * that claim and have room (fewer than `perThread` runs), the first that is not busy, or if
  * all are busy the least busy. A thread that has gone quiet (LOAD_STALE_MS) counts as fully
- * busy: another thread looks at once instead of after LEFT_TO_ANOTHER_MS. Only a hint, read without a lock: two threads may both take
- * themselves for the one, and then both look, as every thread did before. When no thread has
- * room, every thread may look (none will claim; a run's end frees a seat and its thread looks).
+ * busy: another thread looks at once instead of after LEFT_TO_ANOTHER_MS. Only a hint, read
+ * without a lock: two threads may both take themselves for the one, and then both look, as
+ * every thread did before. When no thread has room, every thread may look (none will claim;
+ * a run's end frees a seat and its thread looks).
  */
 export function firstToClaim(seats: Int32Array, thread: number, perThread: number, now = Date.now()): boolean {
   let least = -1;
@@ -160,4 +161,3 @@ export function leaveToOthers(seats: Int32Array, look: () => void, ms: number): 
     },
   };
 }
-

@@ -3,10 +3,9 @@
  * version 4): 2,000 tasks waiting for agents are not in its way.
  */
 import { describe, expect, it } from 'vitest';
-import pg from 'pg';
 import { pickOpening, pickSql } from '../../src/engine/postgres/claim.js';
 import { freshManager, operator } from '../helpers.js';
-import { sql } from './sql.js';
+import { sql, withClient } from './sql.js';
 
 const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
 
@@ -15,20 +14,13 @@ const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: 
  * after a few executions is the generic one (forced here).
  */
 async function indexesOf(url: string, text: string, params: unknown[], types: string[]): Promise<string[]> {
-  const u = new URL(url);
-  const schema = u.searchParams.get('schema')!;
-  u.searchParams.delete('schema');
-  const client = new pg.Client({ connectionString: u.toString(), options: `-c search_path=${schema}` });
-  await client.connect();
-  try {
+  return withClient(url, async (client) => {
     await client.query('SET plan_cache_mode = force_generic_plan');
     await client.query(`PREPARE pick (${types.join(', ')}) AS ${text}`);
     const literals = params.map((v) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : client.escapeLiteral(String(v)))).join(', ');
     const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE pick (${literals})`);
     return [...JSON.stringify(rows[0]['QUERY PLAN']).matchAll(/"Index Name":"(\w+)"/g)].map((m) => m[1]!);
-  } finally {
-    await client.end();
-  }
+  });
 }
 
 describe('the daemon pick on PostgreSQL', () => {

@@ -1,15 +1,20 @@
 /** SQL on its own short-lived connection, in the schema a test database URL names (stores.ts newDatabase). */
 import pg from 'pg';
 
-export async function sql<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
+/** Runs `fn` with a client of its own, on the schema `url` names; ends the client after. */
+export async function withClient<T>(url: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const u = new URL(url);
   const schema = u.searchParams.get('schema')!;
   u.searchParams.delete('schema');
   const client = new pg.Client({ connectionString: u.toString(), options: `-c search_path=${schema}` });
   await client.connect();
   try {
-    return (await client.query<R>(text, params)).rows;
+    return await fn(client);
   } finally {
     await client.end();
   }
+}
+
+export async function sql<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
+  return withClient(url, async (client) => (await client.query<R>(text, params)).rows);
 }
