@@ -16,7 +16,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { createSqliteStore, createTaskManager } from '../dist/engine/index.js';
 import { killAll, startDaemonProcess, troubleLines, waitFor } from './lib/loop-daemon.mjs';
-import { createScratch, fmtInt, fmtNum, log, table } from './lib/util.mjs';
+import { cpuSecondsOf, createScratch, fmtInt, fmtNum, log, table } from './lib/util.mjs';
 
 const env = (name, fallback) => Number(process.env[name] ?? fallback);
 const INFLIGHT = env('BENCH_INFLIGHT', 1000);
@@ -94,9 +94,12 @@ async function daemonDrain(daemons) {
   const ds = [];
   try {
     for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, THREADS));
+    // The daemons' CPU from their start lines to the last completion (their start-up left out).
+    const cpu0 = ds.map((d) => cpuSecondsOf(d.child.pid));
     await waitFor(() => (counts(db).completed ?? 0) >= DRAIN || undefined, 300_000, 'the drain', 20);
+    const cpuMsPerTask = (ds.reduce((sum, d, i) => sum + cpuSecondsOf(d.child.pid) - cpu0[i], 0) * 1000) / DRAIN;
     for (const d of ds) await d.terminate();
-    return { ...rateFromEvents(path, DRAIN), trouble: ds.flatMap((d) => troubleLines(d.lines)) };
+    return { ...rateFromEvents(path, DRAIN), cpuMsPerTask, trouble: ds.flatMap((d) => troubleLines(d.lines)) };
   } finally {
     db.close();
     killAll();
@@ -126,8 +129,8 @@ out.push(`taskloop scale benchmark — ${availableParallelism()} CPUs, node ${pr
 out.push('');
 out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, one daemon, 2 threads: all done in ${fmtNum(r.inflight.wall, 2)} s, peak RSS ${fmtNum(r.inflight.rss, 0)} MB; states ${JSON.stringify(r.inflight.states)}; trouble lines ${r.inflight.trouble.length}`);
 out.push('');
-const row = (name, x) => [name, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.byAssignee.join(' / ')];
-out.push(table(['2 drain of ' + fmtInt(DRAIN), 'seconds', 'tasks/s', 'events/task', 'tasks per claimer'], [row('library (claim + transition)', r.lib), row(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1), row(`two daemons, ${THREADS} thread(s) each`, r.d2)]));
+const row = (name, x) => [name, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.cpuMsPerTask === undefined ? '' : fmtNum(x.cpuMsPerTask, 3), x.byAssignee.join(' / ')];
+out.push(table(['2 drain of ' + fmtInt(DRAIN), 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], [row('library (claim + transition)', r.lib), row(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1), row(`two daemons, ${THREADS} thread(s) each`, r.d2)]));
 out.push('');
 out.push(table(['ratio', 'value', 'target'], [
   ['one daemon / library', fmtNum(r.d1.perSec / r.lib.perSec, 2), '>= 0.3'],

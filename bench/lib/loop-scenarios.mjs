@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { createSqliteRunStore, createSqliteStore, createTaskManager } from '../../dist/engine/index.js';
 import { cli, startDaemonProcess, troubleLines, waitFor } from './loop-daemon.mjs';
 import { OPERATOR } from './loop-steps.mjs';
-import { percentile } from './util.mjs';
+import { cpuSecondsOf, percentile } from './util.mjs';
 
 const ACCEPT = Object.freeze({ checks: [{ id: 'tools_ok', tools_subset: true }] });
 const nowUs = () => performance.timeOrigin * 1000 + performance.now() * 1000;
@@ -28,15 +28,6 @@ const dist = (xs) => {
   return { n: s.length, p50: percentile(s, 50), p90: percentile(s, 90), p99: percentile(s, 99), max: s[s.length - 1], min: s[0] };
 };
 
-/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
-function cpuSecondsOf(pid) {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in USER_HZ (100)
-  } catch {
-    return NaN;
-  }
-}
 
 /**
  * 2. Pickup latency. A daemon (2 workers) runs; this process creates `tasks` tasks `gapMs`

@@ -1,5 +1,5 @@
 /** Shared helpers of the queue benchmark: temp files, clocks, percentiles, tables. */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -54,4 +54,14 @@ export function table(header, rows) {
 /** Progress lines go to stderr so stdout holds only the results. */
 export function log(msg) {
   process.stderr.write(`[bench] ${msg}\n`);
+}
+
+/** CPU seconds (user + system) a process has used so far, from /proc (Linux); NaN elsewhere. */
+export function cpuSecondsOf(pid) {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in USER_HZ (100)
+  } catch {
+    return NaN;
+  }
 }

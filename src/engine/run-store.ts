@@ -93,8 +93,13 @@ export interface RunPort {
    * resumes its run, in one transaction: null when nothing is claimable, and then no write
    * transaction was taken at all. `budgetOf` (synchronous) fixes a new run's budget from the
    * claimed task's card. The daemon claims this way: one commit instead of two per run.
+   *
+   * `opts.look` (default true): look for a claimable task with a read before taking the write
+   * lock. A caller whose last claims all found a task (a burst in a drain) passes false and
+   * saves the read; when nothing is claimable after all, the write finds nothing and commits
+   * nothing.
    */
-  claimRun(input: ClaimInput, budgetOf: (task: ClaimedTask, now: number) => Budget): Promise<ClaimedRun | null>;
+  claimRun(input: ClaimInput, budgetOf: (task: ClaimedTask, now: number) => Budget, opts?: { look?: boolean }): Promise<ClaimedRun | null>;
   /** Starts the task's run, or resumes its unfinished one (budgets and usage carried over). */
   openRun(fence: Fence, budget: Budget): Promise<OpenRunResult>;
   beginStep(fence: Fence, input: BeginStepInput): Promise<Step>;

@@ -24,8 +24,12 @@ export interface ClaimerOptions<T> {
   hasRoom(): boolean;
   /** How many the host could start now (a burst asks for up to that many at once). @defaultValue 1 */
   room?(): number;
-  /** One claim; null when there was nothing to claim (or no room after all). */
-  claim(): Promise<T | null>;
+  /**
+   * One claim; null when there was nothing to claim (or no room after all). `likely`: every
+   * claim of the last round found a task (a burst), so a read first to spare a write lock
+   * taken for nothing would most likely be spent for nothing itself.
+   */
+  claim(likely: boolean): Promise<T | null>;
   /** Starts what was claimed; not awaited. Also called when `stop` came during the claim. */
   start(claimed: T): void;
   /** A claim threw: true stops the claimer for good (a fault after which nothing may be written). */
@@ -79,7 +83,8 @@ export function startClaimer<T>(o: ClaimerOptions<T>): Claimer {
       }
       changed = false;
       const asked = Math.max(1, Math.min(burst, o.room?.() ?? 1));
-      const settled = await Promise.allSettled(Array.from({ length: asked }, () => o.claim()));
+      const likely = burst > 1;
+      const settled = await Promise.allSettled(Array.from({ length: asked }, () => o.claim(likely)));
       let found = 0;
       let failure: { reason: unknown } | undefined;
       for (const s of settled) {

@@ -106,7 +106,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
   claimer = startClaimer<Claimed>({
     hasRoom,
     room,
-    claim: async () => {
+    claim: async (likely) => {
       // (A burst's later claims, once the daemon drains, claim nothing only to release it.)
       if (ctx.draining() || !takeSeat(seats, thread, config.concurrency)) return null;
       // Back from a failed claim's backoff (see the catch below).
@@ -119,7 +119,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
       let claimed: ClaimedRun | null;
       try {
         // A daemon runs cards: a task without one is left for an agent to claim.
-        claimed = await runs.claimRun({ agent, capabilities: token ? capabilities : shared, queue, leaseMs, workerId: slot, withCard: true }, (t, now) => budgetOfTask(t.card, now));
+        claimed = await runs.claimRun({ agent, capabilities: token ? capabilities : shared, queue, leaseMs, workerId: slot, withCard: true }, (t, now) => budgetOfTask(t.card, now), { look: !likely });
       } catch (err) {
         freeSeat(seats, thread);
         if (token) freeToken(seats, thread);

@@ -29,6 +29,30 @@ describe('the daemon pick', () => {
     await tm.close();
   });
 
+  it('a claim without its look (a burst) claims what is there, and finds nothing without a write when nothing is', async () => {
+    const path = join(tempDir(), 'nolook.db');
+    const store = createSqliteStore({ path });
+    const tm = createTaskManager({ store });
+    const runs = createSqliteRunStore(store);
+    const budget = (t: { card: unknown }, now: number) => budgetOfTask(t.card as typeof CARD, now);
+    try {
+      const id = (await tm.createTask({ title: 'one', card: CARD }, operator)).task.id;
+      await tm.createTask({ title: 'for an agent' }, operator);
+      const first = await runs.claimRun({ agent: 'daemon-x', withCard: true }, budget, { look: false });
+      expect(first?.task.id).toBe(id);
+      expect(first?.opened.run.id).toBeGreaterThan(0);
+      // Rows this connection has changed so far (SQLite's own count).
+      const changes = () => store.db.prepare('SELECT total_changes()').pluck().get();
+      const before = changes();
+      // Nothing with a card is left: the write finds nothing and changes nothing.
+      expect(await runs.claimRun({ agent: 'daemon-x', withCard: true }, budget, { look: false })).toBeNull();
+      expect(changes()).toBe(before);
+      expect((await tm.getTask(id)).state).toBe('in_progress');
+    } finally {
+      await tm.close();
+    }
+  });
+
   it('a file at version 7 gets the index when it is opened, with the tasks already pending in it', async () => {
     const path = join(tempDir(), 'v7.db');
     const old = new Database(path);

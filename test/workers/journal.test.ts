@@ -52,6 +52,8 @@ describe('writes per step', () => {
     // read was recorded whole, with its call's key and its own start and end.
     const steps = (await h.runs.getRun(result.result.runId)).steps;
     expect(steps.map((s) => [s.seq, s.kind, s.status])).toEqual([[1, 'decide', 'ok'], [2, 'action', 'ok'], [3, 'decide', 'ok']]);
+    // The steps held back went out with the run's ending, their checkpoint with it (one UPDATE of the run).
+    expect((await h.runs.getRun(result.result.runId)).checkpointVersion).toBe(3);
     expect(steps[1]).toMatchObject({ tool: 'echo', args: { text: 'x' }, result: { text: 'x' }, idempotencyKey: expect.any(String) });
     expect(steps[1]!.startedAt).toBeLessThanOrEqual(steps[1]!.finishedAt!);
     const events = (await h.tm.getTask(result.result.taskId)).events.map((e) => e.type).filter((t) => t.startsWith('run.step'));

@@ -29,12 +29,12 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
   const now = () => store.conn.now();
 
   return {
-    claimRun: async (input, budgetOf) => {
+    claimRun: async (input, budgetOf, opts) => {
       const parsed = { ...parseClaimInput(input), start: true };
       assertBindableName(parsed.agent, 'claim');
       // A read first: an idle daemon woken by every commit must not open a write transaction
       // each time only to find nothing (a task taken meanwhile makes the claim below null).
-      if (parsed.taskId === undefined && !(await read(async () => claimable(q, parsed, await now())))) return null;
+      if (parsed.taskId === undefined && opts?.look !== false && !(await read(async () => claimable(q, parsed, await now())))) return null;
       return value(write('claim run', (tx, at, ev) => claimRun(tx, parsed, budgetOf, at, ev), claimLock(parsed)));
     },
     openRun: (f, budget) => value(write('open run', (tx, at, ev) => pgRuns.openRun(tx, f, budget, at, ev), whole(f))),

@@ -30,12 +30,12 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
   return {
-    claimRun: async (input, budgetOf) => {
+    claimRun: async (input, budgetOf, opts) => {
       const parsed = { ...parseClaimInput(input), start: true };
       assertBindableName(parsed.agent, 'claim');
       // A read first: an idle daemon woken by every commit must not take the write lock each
       // time only to find nothing (a task taken meanwhile just makes the claim below null).
-      if (parsed.taskId === undefined && !read('claim', () => claimable(parsed, store.now()))) return null;
+      if (parsed.taskId === undefined && opts?.look !== false && !read('claim', () => claimable(parsed, store.now()))) return null;
       return value(write('claim run', (ev, now) => {
         const task = claim(parsed, now, ev);
         if (task === null) return null;

@@ -58,8 +58,8 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   );
   const updateUsage = db.prepare('UPDATE runs SET usage = ?, checkpoint_version = MAX(checkpoint_version, ?) WHERE id = ?');
   const endRun = db.prepare<Record<string, unknown>, RunRow>(
-    `UPDATE runs SET phase = @phase, stop_reason = @stop_reason, envelope = @envelope, usage = @usage, finished_at = @now
-     WHERE id = @id AND finished_at IS NULL RETURNING *`,
+    `UPDATE runs SET phase = @phase, stop_reason = @stop_reason, envelope = @envelope, usage = @usage, finished_at = @now,
+       checkpoint_version = MAX(checkpoint_version, @checkpoint) WHERE id = @id AND finished_at IS NULL RETURNING *`,
   );
   const clearControl = db.prepare('DELETE FROM controls WHERE task_id = ?');
   const parkOpen = db.prepare<Record<string, unknown>, RunRow>(
@@ -126,8 +126,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   /** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
-  function begun(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[]): Step {
-    const seq = nextSeq.get(input.runId)!.seq;
+  function begun(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[], seq = nextSeq.get(input.runId)!.seq): Step {
     const row = insertStep.get({
       run_id: input.runId,
       seq,
@@ -142,11 +141,11 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   /** Records a step that completed before it was written (a decision, a refused call): one row, one event. */
-  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], usage = true, checked = false): Step {
+  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], usage = true, checked = false, seq = nextSeq.get(input.runId)!.seq): Step {
     if (!checked) runOf(f, input.runId);
     const row = insertDone.get({
       run_id: input.runId,
-      seq: nextSeq.get(input.runId)!.seq,
+      seq,
       kind: input.kind,
       status: input.status,
       tool: input.tool ?? null,
@@ -178,31 +177,40 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     }, now);
   }
 
-  /** Step writes the loop held back, in their order (the caller has fenced). */
   /**
-   * Step writes the loop held back, in their order (the caller has fenced). The run is
-   * checked open once, and its usage written once, after them all: the last write's usage,
-   * with the highest seq as the checkpoint (each step write did both before).
+   * Step writes the loop held back, in their order (the caller has fenced). Each run is
+   * checked open once (`opened` names the runs checked, for the caller's next write), its next
+   * seq read once and counted on from there, and its usage written once, after them all: the
+   * last write's usage, with the highest seq as the checkpoint — or not at all with
+   * `ending`, whose caller writes the run's final usage and that checkpoint in the same
+   * statement that ends it (`checkpoint` holds it then).
    */
-  function written(f: Fence, writes: StepWrite[], now: number, events: TaskEvent[]): Step[] {
-    const opened = new Set<number>();
+  function written(f: Fence, writes: StepWrite[], now: number, events: TaskEvent[], opened = new Set<number>(), ending?: { runId: number; checkpoint: number }): Step[] {
+    const seqs = new Map<number, number>();
     const open = (runId: number): boolean => {
       const checked = opened.has(runId);
       opened.add(runId);
       return checked;
     };
+    const seqOf = (runId: number): number => {
+      const seq = seqs.get(runId) ?? nextSeq.get(runId)!.seq;
+      seqs.set(runId, seq + 1);
+      return seq;
+    };
     const steps = writes.map((w) => {
       if ('finish' in w) return finished(f, w.finish, now, events, false);
       if ('begin' in w) {
         if (!open(w.begin.runId)) runOf(f, w.begin.runId);
-        return begun(f, w.begin, now, events);
+        return begun(f, w.begin, now, events, seqOf(w.begin.runId));
       }
-      return recorded(f, w.record, now, events, false, open(w.record.runId));
+      const checked = open(w.record.runId);
+      return recorded(f, w.record, now, events, false, checked, seqOf(w.record.runId));
     });
     const usage = usageAfter(writes);
     if (usage !== undefined && steps.length > 0) {
       const top = steps.reduce((a, b) => (b.seq > a.seq ? b : a));
-      updateUsage.run(JSON.stringify(usage), top.seq, top.runId);
+      if (ending?.runId === top.runId) ending.checkpoint = top.seq;
+      else updateUsage.run(JSON.stringify(usage), top.seq, top.runId);
     }
     return steps;
   }
@@ -228,8 +236,9 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     },
     beginStep(f, input, now, events) {
       fenceLight(f);
-      if (input.before !== undefined) written(f, input.before, now, events);
-      runOf(f, input.runId);
+      const opened = new Set<number>();
+      if (input.before !== undefined) written(f, input.before, now, events, opened);
+      if (!opened.has(input.runId)) runOf(f, input.runId);
       return begun(f, input, now, events);
     },
     finishStep(f, input, now, events) {
@@ -245,14 +254,18 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     },
     finishRun(f, input, now, events) {
       let task = fence(f);
-      if (input.before !== undefined) written(f, input.before, now, events);
-      runOf(f, input.runId);
+      const opened = new Set<number>();
+      // The held-back steps' usage and checkpoint go into the run's ending (endRun), not a write of their own.
+      const ending = { runId: input.runId, checkpoint: 0 };
+      if (input.before !== undefined) written(f, input.before, now, events, opened, ending);
+      if (!opened.has(input.runId)) runOf(f, input.runId);
       const run = endRun.get({
         id: input.runId,
         phase: input.phase,
         stop_reason: input.stopReason,
         envelope: JSON.stringify(input.envelope),
         usage: JSON.stringify(input.usage),
+        checkpoint: ending.checkpoint,
         now,
       })!;
       events.push(writer.append(f.taskId, 'run.finished', asAgent(f.agent), { run_id: run.id, phase: input.phase, stop_reason: input.stopReason }, now));
