@@ -149,6 +149,47 @@ describe('createWorker', () => {
     expect(await store.tm.getTask(task.id)).toMatchObject({ state: 'cancelled', result: null });
   });
 
+  it('with 32 handlers, a commit elsewhere costs one read of the held claims, not one per handler; a cancel aborts only its own', async () => {
+    const store = await fresh();
+    const tasks = await Promise.all(Array.from({ length: 32 }, (_, i) => create(store, `held ${i}`)));
+    // Reads of the worker's held-task watch, counted at the store.
+    const reads = { getTask: 0, findTasks: 0 };
+    const inner = store.tm.store;
+    const counting = {
+      ...inner,
+      getTask: (id: number, withEvents: boolean) => (reads.getTask++, inner.getTask(id, withEvents)),
+      findTasks: (q: Parameters<typeof inner.findTasks>[0]) => (reads.findTasks++, inner.findTasks(q)),
+    };
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const aborted: number[] = [];
+    await start({ ...store, tm: { ...store.tm, store: counting } }, {
+      agent: 'w32',
+      concurrency: 32,
+      handler: async (t, ctx) => {
+        ctx.signal.addEventListener('abort', () => aborted.push(t.id));
+        await Promise.race([released, new Promise((r) => ctx.signal.addEventListener('abort', r))]);
+        return { ok: true };
+      },
+    });
+    await until('32 held', async () => (await store.tm.findTasks({ assignee: 'w32', states: ['in_progress'] })).length === 32);
+    reads.getTask = 0;
+    reads.findTasks = 0;
+    for (let i = 0; i < 40; i++) await store.tm.createTask({ title: `elsewhere ${i}`, queue: 'other' }, OPERATOR);
+    await new Promise((r) => setTimeout(r, 100));
+    // Every held task was among the claims read at once (one by one, each look read 32).
+    expect(reads.getTask).toBe(0);
+    expect(reads.findTasks).toBeGreaterThan(0);
+    expect(reads.findTasks).toBeLessThan(40);
+    const victim = tasks[17]!;
+    await store.tm.cancelTask({ taskId: victim.id, actor: OPERATOR, reason: 'not needed' });
+    await until('the cancelled one aborted', async () => aborted.includes(victim.id));
+    await new Promise((r) => setTimeout(r, 100));
+    expect(aborted).toEqual([victim.id]);
+    release();
+    await until('the others completed', async () => (await store.tm.findTasks({ assignee: 'w32', states: ['completed'] })).length === 31);
+  });
+
   it('close() gives back a task whose handler outlives the grace, and its late result is not written', async () => {
     const store = await fresh();
     const task = await create(store, 'stubborn');
