@@ -78,7 +78,7 @@ export function registerDemoCommand(program: Command, run: Run): void {
         const runs = ctx.runs();
         const seeded = await ticketStoreFor(tm.store).seed();
         ctx.log(`database ${ctx.dbPath}; tickets T-1000 … T-1099 ${seeded > 0 ? 'seeded' : 'already there'}`);
-        const cursor = (await tm.stats()).lastEventId;
+        const cursor = await tm.store.lastEventId();
         const quiet = process.stderr.isTTY === true && !ctx.json;
         const daemon = await startDaemon({
           dbPath: ctx.dbPath,

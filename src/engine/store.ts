@@ -94,6 +94,11 @@ export interface TaskStore {
   findTasks(query: FindTasksQuery): Promise<Task[]>;
   readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
   stats(): Promise<TaskStats>;
+  /**
+   * The cursor of the newest event, as `stats().lastEventId` without counting the tasks: no
+   * event that commits later has an id at or below it (PostgreSQL: the settled horizon).
+   */
+  lastEventId(): Promise<number>;
 
   /**
    * Calls `onChange` soon after any connection (any process) commits. May call it

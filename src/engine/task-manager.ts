@@ -9,7 +9,7 @@ import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
 import * as S from './schemas.js';
 import type { TaskStore } from './store.js';
-import { type FollowOptions, followEvents } from './tail.js';
+import { type FollowOptions, createFollowHub } from './tail.js';
 import type {
   Actor,
   BatchTaskInput,
@@ -69,6 +69,8 @@ function checkAuthors(inputs: ReadonlyArray<{ card?: unknown }>, creator: Actor)
 export function createTaskManager(opts: TaskManagerOptions): TaskManager {
   const { store } = opts;
   const bus = opts.bus ?? createEventBus();
+  // Followers in this process share their reads of the log (tail.ts).
+  const hub = createFollowHub(store);
   const publish = <T>(outcome: { value: T; events: TaskEvent[] }): T => {
     bus.emitAll(outcome.events);
     return outcome.value;
@@ -129,7 +131,7 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
       return publish(await store.sweep({ graceMs: o.graceMs ?? opts.sweepGraceMs ?? 1000 }));
     },
     stats: () => store.stats(),
-    follow: (o) => followEvents(store, o),
+    follow: (o) => hub.follow(o),
     close: () => store.close(),
   };
 }

@@ -49,7 +49,7 @@ export async function createMonitor(opts: MonitorOptions): Promise<Monitor> {
   const listeners = new Set<(event: TaskEvent) => void>();
   const ac = new AbortController();
   if (opts.follow !== false) {
-    const from = (await opts.tm.stats()).lastEventId;
+    const from = await opts.tm.store.lastEventId();
     void (async () => {
       for await (const event of opts.tm.follow({ afterId: from, signal: ac.signal })) {
         seen[event.type] = (seen[event.type] ?? 0) + 1;

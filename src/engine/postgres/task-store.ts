@@ -139,6 +139,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
     findTasks: (query) => read(() => reads.findTasks(query)),
     readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),
     stats: () => read(() => reads.stats()),
+    lastEventId: () => read(() => horizon.settled()),
     watch: (onChange, topic) => watcher.subscribe(onChange, topic),
     watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
     close: async () => {

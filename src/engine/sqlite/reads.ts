@@ -12,6 +12,7 @@ export interface Reads {
   findTasks(query: FindTasksQuery): Task[];
   readEvents(query: ReadEventsQuery): TaskEvent[];
   stats(): TaskStats;
+  lastEventId(): number;
 }
 
 export const DEFAULT_PAGE = 100;
@@ -133,6 +134,7 @@ export function prepareReads(db: Db): Reads {
       const rows = query.taskId === undefined ? eventsAfter.all(after, limit) : taskEventsAfter(query.taskId, after, limit);
       return rows.map(toEvent);
     },
+    lastEventId: () => lastEvent.get()?.id ?? 0,
     stats() {
       return countByState.deferred();
     },

@@ -300,6 +300,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     findTasks: async (query) => read('list tasks', () => reads.findTasks(query)),
     readEvents: async (query: ReadEventsQuery) => read('read events', () => reads.readEvents(query)),
     stats: async () => read('stats', () => reads.stats()),
+    lastEventId: async () => read('last event', () => reads.lastEventId()),
     watch: (onChange, topic) => watcher.subscribe(onChange, topic),
     watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
     signal,

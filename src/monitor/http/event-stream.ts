@@ -19,7 +19,7 @@ export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res:
     // The whole log is the operators'; an agent follows one task it may read.
     if (taskId === undefined) refuseAgents(actor, 'the event log of every task (GET /api/events without ?task_id=)');
     else await readableTask(tm, actor, taskId);
-    const afterId = raw === undefined ? (await tm.stats()).lastEventId : Number(raw);
+    const afterId = raw === undefined ? await tm.store.lastEventId() : Number(raw);
     const stream = open(req, res, actor);
     for await (const event of tm.follow({ afterId, taskId, signal: stream.signal })) {
       // An agent's right to read is checked for every event, not only when the stream opened.

@@ -124,7 +124,7 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
   const mcp = opts.mcp === false ? undefined : createMcpEndpoint({ tm, slots, log, ...(opts.now === undefined ? {} : { now: opts.now }), ...(opts.mcp ?? {}) });
 
   const router = createRouter([
-    { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: (await tm.stats()).lastEventId, owned_runs: owner.active() } }) },
+    { method: 'GET', path: '/api/health', handler: async () => ({ json: { status: 'ok', agent, last_event_id: await tm.store.lastEventId(), owned_runs: owner.active() } }) },
     ...taskRoutes({ tm, runs, capabilities }),
     { method: 'GET', path: '/api/tasks/:id/events', handler: taskEventsHandler({ tm, runs, owner, open, admit }) },
     ...runRoutes(runs, tm),
