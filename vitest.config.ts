@@ -26,6 +26,7 @@ class LongFirst extends BaseSequencer {
 export const CONTRACT = [
   'test/engine/task-manager.*.test.ts',
   'test/engine/tail.test.ts',
+  'test/engine/follow-hub.*.test.ts',
   'test/engine/authority.test.ts',
   'test/engine/states.test.ts',
   'test/engine/bus.test.ts',

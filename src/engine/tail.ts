@@ -82,6 +82,9 @@ export interface FollowHub {
 export function createFollowHub(store: TaskStore): FollowHub {
   const waiters = new Set<Waiter>();
   // The hub's cursor: every event up to it was handed to the waiters of the read that found it.
+  // Always a point of the log (a read's last id, or a follower's cursor clamped to the newest
+  // event): a cursor a client made up, past the end, must not become the hub's.
+  // It is kept when every follower has left, so a read still under way has a place to end.
   let head: number | undefined;
   // Whether the log may hold events after `head` (a commit since the last read, or a full batch).
   let behind = true;
@@ -131,7 +134,6 @@ export function createFollowHub(store: TaskStore): FollowHub {
     if (--followers === 0) {
       unwatch?.();
       unwatch = undefined;
-      head = undefined;
     }
   };
 
@@ -158,10 +160,14 @@ export function createFollowHub(store: TaskStore): FollowHub {
 
   return {
     async *follow(opts = {}) {
-      let cursor = opts.afterId ?? 0;
       const { taskId, signal } = opts;
       const limit = opts.batch ?? HUB_BATCH;
       const aborted = (): boolean => signal?.aborted === true;
+      // Events at or below `floor` are not this follower's; `cursor` is its place in the log,
+      // never past the newest event (a Last-Event-ID a client made up, far ahead, would
+      // otherwise become the hub's head and blind every other follower).
+      const floor = opts.afterId ?? 0;
+      let cursor = floor > 0 ? Math.min(floor, await store.lastEventId()) : floor;
       // Whether every event at or below the cursor was seen (or is not this follower's): always
       // for the whole log; for one task, once a read of its events came back short after a
       // point of the whole log was known (the hub's head, or the newest event id).
@@ -179,7 +185,7 @@ export function createFollowHub(store: TaskStore): FollowHub {
             if (outcome === undefined) return;
             if ('error' in outcome) throw outcome.error;
             for (const event of outcome.events) {
-              if (event.id <= cursor || (taskId !== undefined && event.taskId !== taskId)) continue;
+              if (event.id <= cursor || event.id <= floor || (taskId !== undefined && event.taskId !== taskId)) continue;
               cursor = event.id;
               yield event;
               if (aborted()) return;
@@ -193,6 +199,7 @@ export function createFollowHub(store: TaskStore): FollowHub {
           const events = await store.readEvents({ afterId: cursor, taskId, limit });
           for (const event of events) {
             cursor = event.id;
+            if (event.id <= floor) continue;
             yield event;
             if (aborted()) return;
           }

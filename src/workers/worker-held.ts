@@ -63,7 +63,8 @@ export function createHeldTasks(opts: { tm: TaskManager; agent: string; log: (li
     }
     for (const h of looked) {
       const now = current.get(h.task.id) ?? (await readOne(h));
-      if (now === undefined || h.abort.signal.aborted) continue;
+      // A handler that returned while this look read is no longer held: its task has moved on by its own write.
+      if (now === undefined || h.abort.signal.aborted || all.get(h.task.id) !== h) continue;
       if (!stillOurs(now, h)) {
         log(`task ${h.task.id}: claim lost (the task is ${now.state}${now.assignee !== null && now.assignee !== agent ? `, held by ${now.assignee}` : ''}); its handler is aborted`);
         h.abort.abort(new EngineError('STALE_CLAIM', `task ${h.task.id}: the claim of ${agent} was lost (the task is ${now.state})`, { task_id: h.task.id }));
