@@ -43,7 +43,11 @@ export interface TaskManager {
   findTasks(query?: FindTasksQuery): Promise<Task[]>;
   sweep(opts?: { graceMs?: number }): Promise<SweepResult>;
   stats(): Promise<TaskStats>;
-  /** Follows the event log from a cursor across processes (see tail.ts). */
+  /**
+   * Follows the event log from a cursor across processes (see tail.ts). The followers of one
+   * TaskManager share their reads, and so the event objects they yield: read them, do not
+   * change them (as with `bus` listeners).
+   */
   follow(opts?: FollowOptions): AsyncGenerator<TaskEvent, void, undefined>;
   close(): Promise<void>;
 }
