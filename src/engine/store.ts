@@ -95,6 +95,12 @@ export interface TaskStore {
   readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
   stats(): Promise<TaskStats>;
   /**
+   * Whether a claim with `input` would find a task now: a read, no write lock. An idle host
+   * looks before it claims, so that a commit anywhere does not cost a write transaction that
+   * finds nothing (SQLite has one writer at a time). `taskId` is not looked at.
+   */
+  claimable(input: ClaimInput): Promise<boolean>;
+  /**
    * The cursor of the newest event, as `stats().lastEventId` without counting the tasks: no
    * event that commits later has an id at or below it (PostgreSQL: the settled horizon).
    */

@@ -87,10 +87,15 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   // The one claimer (claimer.ts): a slot of its own for each claim.
   const claimer = startClaimer<{ task: ClaimedTask; slotId: string }>({
     hasRoom: () => inFlight < concurrency,
-    claim: async () => {
+    claim: async (likely) => {
+      const caps = s.capabilities === undefined ? {} : { capabilities: s.capabilities };
+      // A look first (a read), unless the last claims all found a task: an idle worker woken
+      // by every commit anywhere must not take SQLite's one write lock each time to find
+      // nothing (four idle workers cut another process's writes from ~7,000 to ~2,100 a second).
+      if (!likely && !(await tm.store.claimable({ agent, queue: s.queue, ...caps }))) return null;
       const slotId = holder.take();
       try {
-        const task = await tm.claimTask({ agent, queue: s.queue, leaseMs: s.leaseMs, start: true, workerId: slotId, ...(s.capabilities === undefined ? {} : { capabilities: s.capabilities }) });
+        const task = await tm.claimTask({ agent, queue: s.queue, leaseMs: s.leaseMs, start: true, workerId: slotId, ...caps });
         if (task === null) holder.free(slotId);
         return task === null ? null : { task, slotId };
       } catch (err) {

@@ -97,4 +97,17 @@ describe('claiming', () => {
     });
     expect(done).toMatchObject({ state: 'completed', result: { ok: true }, leaseExpiresAt: null });
   });
+
+  it('claimable says, with a read, whether a claim with the same filters would find a task, and changes nothing', async () => {
+    const tm = freshManager();
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(false);
+    const { task } = await tm.createTask({ title: 'for b only', forAgent: 'b', queue: 'q' }, operator);
+    expect(await tm.store.claimable({ agent: 'w', queue: 'q' })).toBe(false);
+    expect(await tm.store.claimable({ agent: 'b' })).toBe(false);
+    expect(await tm.store.claimable({ agent: 'b', queue: 'q' })).toBe(true);
+    expect((await tm.getTask(task.id)).state).toBe('pending');
+    await expect(tm.store.claimable({ agent: '' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
+    expect((await tm.claimTask({ agent: 'b', queue: 'q' }))?.id).toBe(task.id);
+    expect(await tm.store.claimable({ agent: 'b', queue: 'q' })).toBe(false);
+  });
 });

@@ -3,18 +3,27 @@ import { onTestFinished, describe, expect, it } from 'vitest';
 import { OPERATOR, type TaskloopStore, createWorker, openStore } from '../../src/index.js';
 import { tempDir } from '../helpers.js';
 
-/** A store whose claim transactions are counted: every one the store runs, found or not. */
-async function counted(): Promise<{ store: TaskloopStore; claims: () => number }> {
+/**
+ * A store whose claim transactions are counted (every one the store runs, found or not), and
+ * its looks (`claimable`, the read an idle worker makes before it claims): `attempts` is both.
+ */
+async function counted(): Promise<{ store: TaskloopStore; claims: () => number; attempts: () => number }> {
   const store = await openStore({ path: join(tempDir(), 'tasks.db') });
   onTestFinished(() => store.close());
   const inner = store.tm.store;
   const claim = inner.claim.bind(inner);
+  const claimable = inner.claimable.bind(inner);
   let n = 0;
+  let looks = 0;
   inner.claim = (input) => {
     n++;
     return claim(input);
   };
-  return { store, claims: () => n };
+  inner.claimable = (input) => {
+    looks++;
+    return claimable(input);
+  };
+  return { store, claims: () => n, attempts: () => n + looks };
 }
 
 async function until<T>(what: string, fn: () => T | undefined | false | Promise<T | undefined | false>, ms = 10_000): Promise<T> {
@@ -41,46 +50,49 @@ function nextChange(store: TaskloopStore): Promise<void> {
 const elsewhere = (store: TaskloopStore, title: string) => store.tm.createTask({ title, queue: 'elsewhere' }, OPERATOR);
 
 describe('createWorker claims', () => {
-  it('eight idle slots make about one claim transaction per commit anywhere, not eight', async () => {
-    const { store, claims } = await counted();
+  it('eight idle slots make about one claim attempt per commit anywhere, not eight, and each a look, not a write', async () => {
+    const { store, claims, attempts } = await counted();
     const worker = await createWorker({ store, queue: 'jobs', agent: 'w1', concurrency: 8, idleMs: 60_000, handler: () => ({ ok: true }) });
     onTestFinished(() => worker.close(100));
-    await until('the first empty claim', () => claims() >= 1);
-    const before = claims();
+    await until('the first empty attempt', () => attempts() >= 1);
+    const before = attempts();
+    const writesBefore = claims();
     const commits = 10;
     for (let i = 0; i < commits; i++) {
-      const seen = claims();
+      const seen = attempts();
       const change = nextChange(store);
       await elsewhere(store, `noise ${i}`);
       await change;
-      // Every commit is answered by a claim (a task could have come with it) ...
-      await until(`a claim after commit ${i}`, () => claims() > seen);
+      // Every commit is answered by an attempt (a task could have come with it) ...
+      await until(`an attempt after commit ${i}`, () => attempts() > seen);
     }
+    // ... each of them a look: no write transaction found nothing.
+    expect(claims()).toBe(writesBefore);
     // ... and one task of its queue is still picked up and completed (which also lets any
     // claim the commits above set off run before the count is read).
     const job = (await store.tm.createTask({ title: 'the job', queue: 'jobs' }, OPERATOR)).task;
     await until('the job completed', async () => (await store.tm.getTask(job.id)).state === 'completed');
-    const made = claims() - before;
-    // One claim per commit, a claim again when a commit lands during one, the job's own
-    // claim and the claims its moves set off; one claimer per slot would make >= 80.
+    const made = attempts() - before;
+    // One attempt per commit, one again when a commit lands during one, the job's own
+    // look and claim and the attempts its moves set off; one claimer per slot would make >= 80.
     expect(made).toBeGreaterThanOrEqual(commits);
     expect(made).toBeLessThanOrEqual(2 * commits + 6);
   });
 
-  it('a storm of commits by another agent (tasks on another queue) costs the idle worker a few claims, not one per slot per commit', async () => {
-    const { store, claims } = await counted();
+  it('a storm of commits by another agent (tasks on another queue) costs the idle worker a few claim attempts, not one per slot per commit', async () => {
+    const { store, attempts } = await counted();
     const worker = await createWorker({ store, queue: 'jobs', agent: 'w1', concurrency: 16, idleMs: 60_000, handler: () => ({ ok: true }) });
     onTestFinished(() => worker.close(100));
-    await until('the first empty claim', () => claims() >= 1);
-    const before = claims();
+    await until('the first empty attempt', () => attempts() >= 1);
+    const before = attempts();
     const storm = 200;
     await Promise.all(Array.from({ length: storm }, (_, i) => elsewhere(store, `spam ${i}`)));
     const job = (await store.tm.createTask({ title: 'the job', queue: 'jobs' }, OPERATOR)).task;
     await until('the job completed', async () => (await store.tm.getTask(job.id)).state === 'completed');
-    // The storm is answered by a claim or two (commits that land while a claim runs are
-    // answered by one claim after it), the job by its own claim and those its moves set off;
-    // one claimer per slot would make at least 16.
-    const made = claims() - before;
+    // The storm is answered by an attempt or two (commits that land while one runs are
+    // answered by one after it), the job by its own look and claim and those its moves set
+    // off; one claimer per slot would make at least 16.
+    const made = attempts() - before;
     expect(made).toBeGreaterThanOrEqual(2);
     expect(made).toBeLessThanOrEqual(10);
   });

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { onTestFinished, describe, expect, it } from 'vitest';
-import { type ClaimedTask, OPERATOR, type TaskloopStore, type WorkerOptions, createWorker, isEngineError, openStore } from '../../src/index.js';
+import { type ClaimedTask, OPERATOR, type TaskloopStore, type WorkerOptions, createTaskManager, createWorker, isEngineError, openStore } from '../../src/index.js';
 import { tempDir } from '../helpers.js';
 
 async function fresh(): Promise<TaskloopStore> {
@@ -188,6 +188,31 @@ describe('createWorker', () => {
     expect(aborted).toEqual([victim.id]);
     release();
     await until('the others completed', async () => (await store.tm.findTasks({ assignee: 'w32', states: ['completed'] })).length === 31);
+  });
+
+  it('an idle worker looks before it claims: commits elsewhere cost it no write transaction', async () => {
+    const store = await fresh();
+    const inner = store.tm.store;
+    const calls = { claim: 0, claimable: 0 };
+    const counting = {
+      ...inner,
+      claim: (input: Parameters<typeof inner.claim>[0]) => (calls.claim++, inner.claim(input)),
+      claimable: (input: Parameters<typeof inner.claimable>[0]) => (calls.claimable++, inner.claimable(input)),
+    };
+    const tm = createTaskManager({ store: counting });
+    const done: number[] = [];
+    await start({ ...store, tm }, { agent: 'idle', handler: async (t) => (done.push(t.id), { ok: true }) });
+    await new Promise((r) => setTimeout(r, 100));
+    calls.claim = 0;
+    calls.claimable = 0;
+    for (let i = 0; i < 30; i++) await store.tm.createTask({ title: `elsewhere ${i}`, queue: 'other' }, OPERATOR);
+    await new Promise((r) => setTimeout(r, 200));
+    // Each commit made it look (a read); none made it take the write lock for nothing.
+    expect(calls.claimable).toBeGreaterThan(0);
+    expect(calls.claim).toBe(0);
+    const mine = await create(store, 'for the idle worker');
+    await until('claimed and done', async () => done.includes(mine.id));
+    expect(calls.claim).toBeGreaterThan(0);
   });
 
   it('close() gives back a task whose handler outlives the grace, and its late result is not written', async () => {

@@ -11,7 +11,8 @@ import type { ReadEventsQuery, StoreInfo, TaskStore, WriteOutcome } from '../sto
 import type { ClaimInput, TaskEvent } from '../types.js';
 import { wakesClaimers } from '../claims.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
-import { claimTask, heartbeat, pickOpening, primePick } from './claim.js';
+import { parseClaimInput } from '../schemas.js';
+import { claimTask, claimable, heartbeat, pickOpening, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
@@ -128,6 +129,10 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
     clock: () => read(() => conn.now()),
     createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events, undefined, true)),
     claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), claimLock(input)),
+    claimable: async (input) => {
+      const parsed = parseClaimInput(input);
+      return read(async () => claimable(conn.query, parsed, await conn.now()));
+    },
     heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),
     transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId)),
     sweep: (o) =>

@@ -14,7 +14,8 @@ import { type EngineError, isEngineError } from '../errors.js';
 import type { ReadEventsQuery, SweepOptions, TaskStore, WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
 import { type Checkpointer, startCheckpointer } from './checkpointer.js';
-import { prepareClaim, prepareHeartbeat } from './claim.js';
+import { parseClaimInput } from '../schemas.js';
+import { prepareClaim, prepareClaimable, prepareHeartbeat } from './claim.js';
 import { type Db, type Durability, isBusyError, openDatabase, retryBusy } from './connection.js';
 import { WRITE_SPIN_MS, readOnBusy, spinOnBusy } from './busy.js';
 import { prepareCreate } from './create.js';
@@ -106,6 +107,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   const apply = prepareMoves(db, writer);
   const create = prepareCreate(db, writer);
   const claim = prepareClaim(db, writer);
+  const anyClaimable = prepareClaimable(db);
   const heartbeat = prepareHeartbeat(db);
   const transition = prepareTransition(db, apply);
   const sweep = prepareSweep(db, apply);
@@ -290,6 +292,10 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     clock: async () => now(),
     createTasks: (inputs, creator) => write('create', (events, at) => create(inputs, creator, at, events)),
     claim: (input) => write('claim', (events, at) => claim(input, at, events)),
+    claimable: async (input) => {
+      const parsed = parseClaimInput(input);
+      return read('claim', () => anyClaimable(parsed, now()));
+    },
     heartbeat: async (input) => {
       const { value } = await write('heartbeat', (_events, at) => heartbeat(input, at));
       return { leaseExpiresAt: value };
