@@ -14,9 +14,11 @@ describe('follow hub, misc', () => {
   it('a read of the hub that fails surfaces to every waiting follower; a follower that joins afterwards works', async () => {
     const inner = openTaskStore(newDatabase(tempDir()));
     let fail = false;
+    let reads = 0;
     const store: TaskStore = {
       ...inner,
       readEvents: async (q) => {
+        reads++;
         if (fail) {
           fail = false;
           throw new Error('disk on fire');
@@ -39,10 +41,15 @@ describe('follow hub, misc', () => {
       })();
     const a = outcome('a');
     const b = outcome('b');
-    await sleep(50);
+    // Both wait in the hub once their first reads are over and no read has come for a while
+    // (on a loaded machine, PostgreSQL's round trips can take longer than any fixed sleep).
+    for (let last = -1; last !== reads || reads === 0; ) {
+      last = reads;
+      await sleep(100);
+    }
     fail = true;
     await tm.createTask({ title: 'x' }, operator);
-    expect(await Promise.race([Promise.all([a, b]), sleep(2000).then(() => 'timeout')])).toEqual(['disk on fire', 'disk on fire']);
+    expect(await Promise.race([Promise.all([a, b]), sleep(10_000).then(() => 'timeout')])).toEqual(['disk on fire', 'disk on fire']);
     const seen: number[] = [];
     const c = (async () => {
       for await (const e of tm.follow({ afterId: from, signal: ac.signal })) seen.push(e.id);

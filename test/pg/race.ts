@@ -30,13 +30,26 @@ export async function behindLock<T>(tm: Manager, lockSql: string, params: unknow
   await raw.query('BEGIN');
   await raw.query(lockSql, params);
   const pid = (await raw.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-  const racing = racers().map((p) => p.then((v) => ({ status: 'fulfilled', value: v }) as const, (reason: unknown) => ({ status: 'rejected', reason }) as const));
-  await waitBlocked(raw, pid, racing.length);
+  let settled = 0;
+  const racing = racers().map((p) =>
+    p.then(
+      (value): PromiseSettledResult<T> => {
+        settled++;
+        return { status: 'fulfilled', value };
+      },
+      (reason: unknown): PromiseSettledResult<T> => {
+        settled++;
+        return { status: 'rejected', reason };
+      },
+    ),
+  );
+  // A racer that ended without waiting for the lock (it failed first) is the test's to judge.
+  await waitBlocked(raw, pid, racing.length, () => settled);
   await raw.query('COMMIT');
   return Promise.all(racing);
 }
 
-async function waitBlocked(raw: pg.Client, pid: number, n: number): Promise<void> {
+async function waitBlocked(raw: pg.Client, pid: number, n: number, settled: () => number): Promise<void> {
   // Up to 30 s: on a loaded machine a racer's first connection can take seconds.
   for (const deadline = Date.now() + 30_000; Date.now() < deadline; ) {
     // Transitively: the first waiter holds the row's tuple lock, and the next ones wait for it.
@@ -47,7 +60,7 @@ async function waitBlocked(raw: pg.Client, pid: number, n: number): Promise<void
        SELECT count(*)::int AS n FROM waiting`,
       [pid],
     );
-    if (rows[0]!.n >= n) return;
+    if (rows[0]!.n + settled() >= n) return;
     await new Promise((r) => setTimeout(r, 10));
   }
   throw new Error(`the racers never all waited for the lock (${n} expected)`);
