@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { type TaskEvent, createTaskManager } from '../../src/engine/index.js';
+import { followEvents } from '../../src/engine/tail.js';
 import { newDatabase, openTaskStore } from '../stores.js';
 import { ROOT, freshManager, operator, tempDir } from '../helpers.js';
 
@@ -95,6 +96,24 @@ describe('following the event log', () => {
     // 19 followers of 31 commits: each reading for itself made ~200 reads here; shared, ~50.
     expect(reads - readsBefore).toBeLessThan(100);
     await tm.close();
+  });
+
+  it('followEvents is a lone follower of a store: it replays from its cursor and sees what another connection commits', async () => {
+    const tm = freshManager();
+    const first = (await tm.createTask({ title: 'before' }, operator)).task;
+    const store = openTaskStore(tm.path);
+    const ac = new AbortController();
+    const seen: number[] = [];
+    const following = (async () => {
+      for await (const e of followEvents(store, { afterId: 0, signal: ac.signal })) {
+        seen.push(e.taskId!);
+        if (seen.length === 2) ac.abort();
+      }
+    })();
+    const second = (await tm.createTask({ title: 'after' }, operator)).task;
+    await following;
+    await store.close();
+    expect(seen).toEqual([first.id, second.id]);
   });
 });
 
