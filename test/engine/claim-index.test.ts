@@ -33,12 +33,17 @@ describe('the daemon pick', () => {
     const path = join(tempDir(), 'nolook.db');
     const store = createSqliteStore({ path });
     const tm = createTaskManager({ store });
-    const runs = createSqliteRunStore(store);
+    // The store's reads outside a write, by name: the look is the one named 'claim'.
+    const looks: string[] = [];
+    const runs = createSqliteRunStore({ ...store, read: (what, fn) => (looks.push(what), store.read(what, fn)) });
     const budget = (t: { card: unknown }, now: number) => budgetOfTask(t.card as typeof CARD, now);
     try {
       const id = (await tm.createTask({ title: 'one', card: CARD }, operator)).task.id;
       await tm.createTask({ title: 'for an agent' }, operator);
+      expect(await runs.claimRun({ agent: 'nobody-has-cards-for', withCard: true, queue: 'empty' }, budget)).toBeNull();
+      expect(looks).toEqual(['claim']);
       const first = await runs.claimRun({ agent: 'daemon-x', withCard: true }, budget, { look: false });
+      expect(looks).toEqual(['claim']);
       expect(first?.task.id).toBe(id);
       expect(first?.opened.run.id).toBeGreaterThan(0);
       // Rows this connection has changed so far (SQLite's own count).
