@@ -81,8 +81,8 @@ export type Query = <R extends pg.QueryResultRow = Record<string, unknown>>(text
 
 export interface PgConnection {
   readonly location: PgLocation;
-  /** A statement outside any explicit transaction (autocommit). */
-  query: Query;
+  /** A statement outside any explicit transaction (autocommit); `what` names it in a fault. */
+  query<R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[], what?: string): Promise<R[]>;
   /** Several statements without parameters in one round trip, each with its own snapshot; their rows in order. */
   multi(text: string): Promise<Array<Array<Record<string, unknown>>>>;
   /**
@@ -211,18 +211,18 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
 
   const fail = (err: unknown, what: string): unknown => pgFault(err, location.display, what);
 
-  const query: Query = async (text, params) => {
+  const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[], what = 'query'): Promise<R[]> => {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient | undefined;
       try {
         client = await (await poolOf()).connect();
-        const rows = (await client.query(statement(text, params))).rows;
+        const rows = (await client.query<R>(statement(text, params))).rows;
         client.release();
         return rows;
       } catch (err) {
         client?.release(stalePlan(err) || isConnectionError(err) ? (err as Error) : undefined);
         if (stalePlan(err) && attempt < MAX_TRIES) continue;
-        throw fail(err, 'query');
+        throw fail(err, what);
       }
     }
   };

@@ -15,7 +15,7 @@ import { parseClaimInput } from '../schemas.js';
 import { claimTask, claimable, heartbeat, pickOpening, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
-import { createTasks, markStale, reclaimStale, transition } from './tasks.js';
+import { createOne, createTasks, isPlain, markStale, reclaimStale, transition } from './tasks.js';
 import { createPgWatcher } from './watch.js';
 import { deferEvents, flushEvents, lockOpening, primeLock } from './moves.js';
 import type { Query } from './connection.js';
@@ -127,7 +127,15 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         };
       }),
     clock: () => read(() => conn.now()),
-    createTasks: (inputs, creator) => write('create', (q, now, events) => createTasks(q, inputs, creator, now, events, undefined, true)),
+    createTasks: async (inputs, creator) => {
+      // One plain task: one statement, one round trip (tasks.ts createOne).
+      if (inputs.length === 1 && isPlain(inputs[0]!)) {
+        await ready;
+        const { result, event } = await createOne((text, params) => conn.query(text, params, 'create'), inputs[0]!, creator, opts.now?.());
+        return { value: [result], events: [event] };
+      }
+      return write('create', (q, now, events) => createTasks(q, inputs, creator, now, events));
+    },
     claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), claimLock(input)),
     claimable: async (input) => {
       const parsed = parseClaimInput(input);

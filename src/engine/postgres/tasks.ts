@@ -12,8 +12,8 @@ import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder }
 import { EngineError } from '../errors.js';
 import { type TaskRow, checkFence, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
-import { type Query, hold } from './connection.js';
-import { appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
+import { NOW_MS, type Query } from './connection.js';
+import { WAKE_CLAIMERS, appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
 
 type Row = TaskRow & Record<string, unknown>;
 
@@ -21,7 +21,7 @@ const INSERT_COLUMNS =
   'title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on, idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card';
 
 /** The INSERT's values of one task (state, unmet_deps and the times are written by the statement). */
-const valuesOf = (input: BatchTaskInput, creator: Actor, now: number, depList: number[], key: string | null, scope: string | null, unmet: number): unknown[] => [
+const valuesOf = (input: BatchTaskInput, creator: Actor, now: number | null, depList: number[], key: string | null, scope: string | null, unmet: number): unknown[] => [
   input.title,
   input.priority ?? 0,
   creator.id,
@@ -77,15 +77,45 @@ async function createPlain(q: Query, inputs: BatchTaskInput[], creator: Actor, n
   return results;
 }
 
+/** A create that depends on no other row: no idempotency key, no dependencies, no ref. */
+export const isPlain = (i: BatchTaskInput): boolean =>
+  i.idempotencyKey === undefined && (i.dependsOn?.length ?? 0) === 0 && (i.dependsOnRefs?.length ?? 0) === 0 && i.ref === undefined;
+
 /**
- * Creates `inputs` inside `q`'s transaction. `commitsNext`: the caller commits right after and
- * reads the results only then; one task without a key or dependencies then has its row and
- * event sent with the COMMIT (connection.ts hold), its result filled in once they are
- * written: a create in 2 round trips instead of 3. (A key may meet another creator's row,
- * and dependencies are locked first: both read before the commit, as before.)
+ * One task without a key, dependencies or a ref, written outside any transaction of ours: its
+ * row, its event and the claimers' wake-up in one statement (atomic as any statement), sent
+ * in one round trip with its values bound. Its times are the database's clock, read once by
+ * the statement (`fixedNow`: a test's pinned clock). The event's data is the text the other
+ * creates write (run_after, the row's, is its last key), so both stores' logs read alike.
  */
-export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope = scopeOf(creator), commitsNext = false): Promise<CreateResult[]> {
-  if (inputs.length > 1 && inputs.every((i) => i.idempotencyKey === undefined && (i.dependsOn?.length ?? 0) === 0 && (i.dependsOnRefs?.length ?? 0) === 0 && i.ref === undefined)) {
+export async function createOne(query: Query, input: BatchTaskInput, creator: Actor, fixedNow: number | undefined): Promise<{ result: CreateResult; event: TaskEvent }> {
+  // Without a pinned clock the times are null here: the statement writes c.now in their place.
+  const values = valuesOf(input, creator, fixedNow ?? null, [], null, null, 0);
+  const event = createdEvent({ id: 0, title: input.title, priority: input.priority ?? 0, queue: input.queue ?? DEFAULT_QUEUE, dependsOn: [], runAfter: 0 }, creator, 0);
+  const { run_after: _, ...head } = event.data;
+  const prefix = `${JSON.stringify(head).slice(0, -1)},"run_after":`;
+  const [row] = await query<Row & { event_id: number }>(
+    `WITH c AS (SELECT coalesce($14::bigint, ${NOW_MS}) AS now),
+     t AS (INSERT INTO tasks (${INSERT_COLUMNS})
+       SELECT $1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce($12::bigint, c.now), $13, c.now, c.now, $15 FROM c
+       RETURNING *),
+     e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
+       SELECT t.id, $16, $17, $18, pg_catalog.concat($19::text, t.run_after, '}'), t.created_at FROM t RETURNING id)
+     SELECT t.*, (SELECT id FROM e) AS event_id, ${WAKE_CLAIMERS} AS woke FROM t`,
+    [...values, event.type, event.actor, event.actorRole, prefix],
+  );
+  const { event_id: eventId, woke: _woke, ...taskRow } = row as Row & { event_id: number; woke: unknown };
+  const task = toTask(taskRow as Row);
+  event.id = eventId;
+  event.taskId = task.id;
+  event.createdAt = task.createdAt;
+  event.data = { ...head, run_after: task.runAfter };
+  return { result: { task, created: true }, event };
+}
+
+/** Creates `inputs` inside `q`'s transaction. */
+export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: Actor, now: number, events: TaskEvent[], scope = scopeOf(creator)): Promise<CreateResult[]> {
+  if (inputs.length > 1 && inputs.every(isPlain)) {
     return createPlain(q, inputs, creator, now, events);
   }
   checkAcyclic(inputs);
@@ -138,21 +168,6 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
            : ' SELECT t.*, NULL::bigint AS event_id FROM t'
        }`;
     const params = together ? [...values, created.type, created.actor, created.actorRole, JSON.stringify(created.data)] : values;
-    if (commitsNext && together && inputs.length === 1 && key === null && depList.length === 0) {
-      const result = { task: undefined as unknown as Task, created: true };
-      await hold(q, {
-        text,
-        params,
-        done: ([row]) => {
-          const { event_id: eventId, ...taskRow } = row as Row & { event_id: number };
-          result.task = toTask(taskRow as Row);
-          created.taskId = result.task.id;
-          created.id = eventId;
-        },
-      });
-      events.push(created);
-      return [result];
-    }
     const inserted = await q<Row & { event_id: number | null }>(text, params);
     const row = inserted[0];
     if (row === undefined) {
