@@ -6,7 +6,8 @@
  * Concurrencies BENCH_C (1,4,32), each run BENCH_ROUNDS (2) times, alternated.
  *
  * Then idle workers: another process creates BENCH_N tasks on a queue no worker serves, with 0
- * and with BENCH_IDLE (4) idle worker processes on the same file (each woken by every commit):
+ * and with BENCH_IDLE (4) idle worker processes on the same file (until session 14 each was
+ * woken by every commit; now only by creates in its queue, and by the store's 50 ms poll):
  * the producer's creates per second, and the idle workers' CPU per create.
  */
 import { fork } from 'node:child_process';

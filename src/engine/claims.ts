@@ -23,6 +23,46 @@ export function wakesClaimers(events: readonly TaskEvent[]): boolean {
   return events.some((e) => (e.data as { to?: unknown }).to === 'pending');
 }
 
+/**
+ * Which claimers a commit wakes: those of every queue (`all`), or only those of `queues`.
+ * A create names its task's queue in its event, so it wakes that queue's claimers alone (an
+ * idle worker of another queue no longer looks after every create anywhere); a move back to
+ * pending and a freed dependent (`forced`: the store's own write knew it freed one) do not,
+ * and wake every queue, as does a batch across more than MAX_QUEUE_WAKES queues.
+ */
+export type WorkWake = { all: true } | { all: false; queues: ReadonlySet<string> };
+
+export const MAX_QUEUE_WAKES = 8;
+
+export function workWakeOf(events: readonly TaskEvent[], forced = false): WorkWake | undefined {
+  if (forced) return { all: true };
+  let queues: Set<string> | undefined;
+  for (const e of events) {
+    const data = e.data as { to?: unknown; queue?: unknown };
+    if (data.to !== 'pending') continue;
+    if (e.type !== 'task.created' || typeof data.queue !== 'string') return { all: true };
+    (queues ??= new Set()).add(data.queue);
+  }
+  if (queues === undefined) return undefined;
+  return queues.size > MAX_QUEUE_WAKES ? { all: true } : { all: false, queues };
+}
+
+/** The buckets of `queues` (each once). */
+export function wakeBuckets(queues: ReadonlySet<string>): Set<string> {
+  return new Set([...queues].map(wakeBucket));
+}
+
+/**
+ * The wake-up bucket of a queue (two hex digits, FNV-1a): claimers listen for their queue's
+ * bucket (a wake file, a NOTIFY channel), so a bucket's name is bounded and never the
+ * queue's own text. Queues that share a bucket wake each other's claimers, for a look each.
+ */
+export function wakeBucket(queue: string): string {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < queue.length; i++) h = Math.imul(h ^ queue.charCodeAt(i), 0x01000193);
+  return ((h >>> 0) & 0xff).toString(16).padStart(2, '0');
+}
+
 /** Whether a task that requires `requires` (JSON text or null) may go to a claimer with `capabilities`. */
 export function hasCapabilities(requires: string | null, capabilities: readonly string[] | undefined): boolean {
   if (requires === null) return true;

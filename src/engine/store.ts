@@ -115,7 +115,12 @@ export interface TaskStore {
    * those faster than the rest: on PostgreSQL they come by NOTIFY, and every other commit
    * (a claim, a step) within the follow poll (`PgWatchOptions.followMs`), because a commit
    * with NOTIFY serializes the server's commits. @defaultValue 'all'
+   *
+   * `queue` (with `work`): the caller claims from this queue only, so a create in another
+   * queue need not wake it (a move back to pending, a freed dependent and a poll still may).
+   * Without it, `work` hears at least what may make a task claimable in any queue (SQLite:
+   * every commit, as `all`).
    */
-  watch(onChange: () => void, topic?: WatchTopic): () => void;
+  watch(onChange: () => void, topic?: WatchTopic, queue?: string): () => void;
   close(): Promise<void>;
 }

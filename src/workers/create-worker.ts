@@ -54,9 +54,11 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   const running = new Set<Promise<unknown>>();
 
   /** Runs the handler on a claimed task and writes how it ended; the slot's lease is renewed until then. */
+  let unwatchHeld: (() => void) | undefined;
   const run = async (task: ClaimedTask, slotId: string): Promise<void> => {
     const h: Held = { task, slotId, abort: new AbortController(), released: false };
     held.set(task.id, h);
+    unwatchHeld ??= tm.store.watch(heldTasks.checkSoon);
     let outcome: HandlerOutcome;
     try {
       outcome = { ok: true, value: await opts.handler(task, { signal: h.abort.signal, agent, slotId, tm }) };
@@ -64,6 +66,10 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
       outcome = { ok: false, error };
     }
     held.delete(task.id);
+    if (held.size === 0) {
+      unwatchHeld?.();
+      unwatchHeld = undefined;
+    }
     if (h.released) {
       log(`task ${task.id}: its handler ended after the task was given back; its ${outcome.ok ? 'result' : 'error'} is not written`);
       return;
@@ -115,10 +121,10 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     report: faultReporter(`worker ${id}: claim`, log),
     idleMs: s.idleMs,
   });
-  const unwatch = tm.store.watch(() => {
-    claimer.committed();
-    heldTasks.checkSoon();
-  });
+  // The claimer hears what may make a task claimable in its queue; the held tasks' watch (a
+  // cancel, a lease taken over) hears every commit, but only while a handler runs: an idle
+  // worker is not woken by the other processes' claims, steps and creates elsewhere.
+  const unwatch = tm.store.watch(() => claimer.committed(), 'work', s.queue);
 
   const jobs = [
     repeat(s.deadCheckMs, 5000, async () => {
@@ -157,6 +163,8 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
       }
       if (!inTime) log(`grace period of ${graceMs} ms over; ${held.size} task(s) given back`);
       unwatch();
+      unwatchHeld?.();
+      unwatchHeld = undefined;
       await heldTasks.stop();
       await holder.stop();
       resolveClosed();

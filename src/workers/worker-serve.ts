@@ -18,7 +18,7 @@
  * a store fault cut short, and lets go of everything a thread held if the thread dies.
  */
 import type { MessagePort } from 'node:worker_threads';
-import { type ClaimedRun, type RunStore, type TaskStore, FATAL_FAULTS, faultReporter, isEngineError, storeError, describeError } from '../engine/index.js';
+import { type ClaimedRun, type RunStore, type TaskStore, DEFAULT_QUEUE, FATAL_FAULTS, faultReporter, isEngineError, storeError, describeError } from '../engine/index.js';
 import { budgetOfTask } from './budget.js';
 import { startClaimer } from './claimer.js';
 import { type RunEnding, type ServeReply, type ThreadNote, type WorkerConfig, EXCLUSIVE_CAPABILITIES } from './protocol.js';
@@ -100,8 +100,9 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     if (firstToClaim(seats, thread, config.perThread)) claimer.committed();
     else others.left();
   };
-  // Only what can make a task claimable (on PostgreSQL a step of another daemon sends no NOTIFY).
-  const unwatch = ctx.store.watch(onWork, 'work');
+  // Only what can make a task claimable in this daemon's queue (on PostgreSQL a step of
+  // another daemon sends no NOTIFY; a create in another queue wakes neither store's claimers).
+  const unwatch = ctx.store.watch(onWork, 'work', queue ?? DEFAULT_QUEUE);
   note({ type: 'ready' });
   claimer = startClaimer<Claimed>({
     hasRoom,

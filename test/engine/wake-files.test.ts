@@ -6,12 +6,13 @@
  * (or the folder's watch, for `all`) can wake a subscriber.
  */
 import { execFile, execFileSync } from 'node:child_process';
-import { chownSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, linkSync, lstatSync, mkdirSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { wakeBucket } from '../../src/engine/claims.js';
 import { WAKE_RETRY_MS, wakeFile } from '../../src/engine/sqlite/wake-files.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
@@ -56,6 +57,8 @@ async function wokeAfter(c: { n: number }, mark: number, ms = 3000): Promise<boo
   }
   return c.n > mark;
 }
+/** The wake file a create in the default queue signals (its bucket's: claims.ts wakeBucket). */
+const workFile = (path: string) => wakeFile(path, 'work', wakeBucket('default'));
 // After the writing process has exited, its file events have long arrived; this settles them.
 const SETTLE_MS = 300;
 
@@ -68,7 +71,7 @@ describe('wake files: who hears which commit', () => {
     const held = (await tm.claimTask({ agent: 'a1' }))!;
     const work = counter();
     const all = counter();
-    s.watch(work.hit, 'work');
+    s.watch(work.hit, 'work', 'default');
     s.watch(all.hit);
     await sleep(SETTLE_MS);
 
@@ -100,12 +103,60 @@ describe('wake files: who hears which commit', () => {
     await tm.transitionTask({ taskId: first.id, to: 'in_progress', claimToken: claim.claimToken, actor });
     await tm.transitionTask({ taskId: first.id, to: 'review', claimToken: claim.claimToken, actor });
     const work = counter();
-    s.watch(work.hit, 'work');
+    s.watch(work.hit, 'work', 'default');
     await sleep(SETTLE_MS);
     const w = work.n;
     expect(await elsewhere(path, 'transition', { taskId: first.id, to: 'completed', actor: operator })).toBe('completed');
     expect(await wokeAfter(work, w)).toBe(true);
     expect((await tm.claimTask({ agent: 'a2' }))?.id).toBe(then.id);
+  });
+
+  it('a claimer of one queue wakes on a create in its queue in another process, not in another queue; a claimer of no queue hears both; a task given back to pending wakes every queue', async () => {
+    const path = join(tempDir(), 'tasks.db');
+    const s = store(path);
+    const tm = createTaskManager({ store: s });
+    await tm.createTask({ title: 'held', queue: 'other' }, operator);
+    const held = (await tm.claimTask({ agent: 'a1', queue: 'other' }))!;
+    // Two queues of different buckets (queues sharing one wake each other's claimers).
+    expect(wakeBucket('mail')).not.toBe(wakeBucket('jobs'));
+    const jobs = counter();
+    const any = counter();
+    s.watch(jobs.hit, 'work', 'jobs');
+    s.watch(any.hit, 'work');
+    await sleep(SETTLE_MS);
+
+    let j = jobs.n;
+    let a = any.n;
+    await elsewhere(path, 'create', { title: 'a letter', queue: 'mail' });
+    expect(await wokeAfter(any, a), 'a claimer of no queue in particular hears every commit').toBe(true);
+    await sleep(SETTLE_MS);
+    expect(jobs.n, "a create in 'mail' does not wake the claimer of 'jobs'").toBe(j);
+
+    j = jobs.n;
+    a = any.n;
+    const id = await elsewhere(path, 'create', { title: 'a job', queue: 'jobs' });
+    expect(await wokeAfter(jobs, j), "a create in 'jobs' wakes its claimer").toBe(true);
+    expect(await wokeAfter(any, a)).toBe(true);
+    expect((await tm.claimTask({ agent: 'a2', queue: 'jobs' }))?.id).toBe(id);
+
+    // Given back to pending: its event names no queue, so every queue's claimers look.
+    j = jobs.n;
+    expect(await elsewhere(path, 'transition', { taskId: held.id, to: 'pending', claimToken: held.claimToken, actor: { id: 'a1', role: 'agent' } })).toBe('pending');
+    expect(await wokeAfter(jobs, j)).toBe(true);
+  });
+
+  it("a queue's name never reaches the file system: its wake file is named by its bucket", async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    const s = store(path);
+    await createTaskManager({ store: s }).createTask({ title: 'open the file' }, operator);
+    const hostile = ['../../escape', '..', 'a:b', 'x'.repeat(64)];
+    for (const queue of hostile) s.watch(() => undefined, 'work', queue);
+    await sleep(SETTLE_MS);
+    const beside = readdirSync(dir).filter((f) => f.startsWith('tasks.db-wake-')).sort();
+    expect(beside).toEqual(['tasks.db-wake-work', ...new Set(hostile.map((q) => `tasks.db-wake-work-${wakeBucket(q)}`))].sort());
+    for (const f of beside) expect(f).toMatch(/^tasks\.db-wake-work(-[0-9a-f]{2})?$/);
+    expect(readdirSync(join(dir, '..')).some((f) => f.includes('escape'))).toBe(false);
   });
 
   it("a run's control watch wakes on a stop from another process, not on a task created there", async () => {
@@ -147,12 +198,12 @@ describe('wake files: another local user', () => {
     const dir = tempDir();
     const path = join(dir, 'tasks.db');
     const victim = victimOf(dir);
-    symlinkSync(victim, wakeFile(path, 'work'));
+    symlinkSync(victim, workFile(path));
     execFileSync('mkfifo', [wakeFile(path, 'controls')]);
     const s = store(path, 50);
     const runs = createSqliteRunStore(s);
     const work = counter();
-    s.watch(work.hit, 'work');
+    s.watch(work.hit, 'work', 'default');
     runs.watchControls!(() => undefined);
     await sleep(SETTLE_MS);
     const w = work.n;
@@ -161,23 +212,23 @@ describe('wake files: another local user', () => {
     await elsewhere(path, 'control', { target: [id], state: 'paused' });
     expect(await wokeAfter(work, w)).toBe(true);
     expect(readFileSync(victim, 'utf8')).toBe('precious\n');
-    expect(lstatSync(wakeFile(path, 'work')).isSymbolicLink()).toBe(true);
+    expect(lstatSync(workFile(path)).isSymbolicLink()).toBe(true);
     expect(lstatSync(wakeFile(path, 'controls')).isFIFO()).toBe(true);
   });
 
   it('a stray file where the wake file goes, once removed, gives way to the wake file: the claimer wakes again without the poll', async () => {
     const dir = tempDir();
     const path = join(dir, 'tasks.db');
-    symlinkSync(victimOf(dir), wakeFile(path, 'work'));
+    symlinkSync(victimOf(dir), workFile(path));
     const s = store(path);
     const work = counter();
-    s.watch(work.hit, 'work');
+    s.watch(work.hit, 'work', 'default');
     await sleep(SETTLE_MS);
-    rmSync(wakeFile(path, 'work'));
+    rmSync(workFile(path));
     // Looked at again within WAKE_RETRY_MS: the watcher makes its own file and watches it.
     const made = Date.now() + 3 * WAKE_RETRY_MS;
-    while (!existsSync(wakeFile(path, 'work')) && Date.now() < made) await sleep(20);
-    expect(lstatSync(wakeFile(path, 'work')).isFile()).toBe(true);
+    while (!existsSync(workFile(path)) && Date.now() < made) await sleep(20);
+    expect(lstatSync(workFile(path)).isFile()).toBe(true);
     await sleep(SETTLE_MS);
     const w = work.n;
     await elsewhere(path, 'create', { title: 'heard through the wake file' });
@@ -185,17 +236,17 @@ describe('wake files: another local user', () => {
   });
 
   it('a hard link to the database put where the wake file goes is never used: the database stays intact', async () => {
-    // An agent with a shell as the daemon's user: `ln tasks.db tasks.db-wake-work`. Writing a
+    // An agent with a shell as the daemon's user: `ln tasks.db tasks.db-wake-work-<bucket>`. Writing a
     // byte into the "wake file" would have overwritten the database's header.
     const dir = tempDir();
     const path = join(dir, 'tasks.db');
     const s = store(path, 50);
     const tm = createTaskManager({ store: s });
     await tm.createTask({ title: 'first' }, operator);
-    linkSync(path, wakeFile(path, 'work'));
+    linkSync(path, workFile(path));
     const header = readFileSync(path).subarray(0, 100);
     const work = counter();
-    s.watch(work.hit, 'work');
+    s.watch(work.hit, 'work', 'default');
     const w = work.n;
     await elsewhere(path, 'create', { title: 'second' });
     expect(await wokeAfter(work, w), 'the poll still wakes the claimer').toBe(true);
@@ -207,14 +258,14 @@ describe('wake files: another local user', () => {
     const dir = tempDir();
     const path = join(dir, 'tasks.db');
     const s = store(path, 50);
-    const file = wakeFile(path, 'work');
+    const file = workFile(path);
     writeFileSync(file, 'theirs', { mode: 0o666 });
     // Ownership can be handed to another user only by root (CI runs as root); for any other
     // user the file's content alone makes it not a wake file.
     if (process.getuid?.() === 0) chownSync(file, 65534, 65534);
     const before = statSync(file).mtimeMs;
     const work = counter();
-    s.watch(work.hit, 'work');
+    s.watch(work.hit, 'work', 'default');
     const w = work.n;
     await elsewhere(path, 'create', { title: 'new' });
     expect(await wokeAfter(work, w), 'the poll still wakes the claimer').toBe(true);
@@ -239,7 +290,6 @@ describe('wake files: another local user', () => {
     mkdirSync(dir, { recursive: true });
     const path = join(dir, 'tasks.db');
     await elsewhere(path, 'create', { title: 'alone' });
-    expect(existsSync(wakeFile(path, 'work'))).toBe(false);
-    expect(existsSync(wakeFile(path, 'controls'))).toBe(false);
+    expect(readdirSync(dir).filter((f) => f.includes('-wake-'))).toEqual([]);
   });
 });

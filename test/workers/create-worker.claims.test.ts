@@ -1,7 +1,11 @@
+import { execFile } from 'node:child_process';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { onTestFinished, describe, expect, it } from 'vitest';
 import { OPERATOR, type TaskloopStore, createWorker, openStore } from '../../src/index.js';
-import { tempDir } from '../helpers.js';
+import { ROOT, tempDir } from '../helpers.js';
+
+const run = promisify(execFile);
 
 /**
  * A store whose claim transactions are counted (every one the store runs, found or not), and
@@ -50,7 +54,7 @@ function nextChange(store: TaskloopStore): Promise<void> {
 const elsewhere = (store: TaskloopStore, title: string) => store.tm.createTask({ title, queue: 'elsewhere' }, OPERATOR);
 
 describe('createWorker claims', () => {
-  it('eight idle slots make about one claim attempt per commit anywhere, not eight, and each a look, not a write', async () => {
+  it('eight idle slots make about one claim attempt per create in their queue (for another agent), not eight, and each a look, not a write', async () => {
     const { store, claims, attempts } = await counted();
     const worker = await createWorker({ store, queue: 'jobs', agent: 'w1', concurrency: 8, idleMs: 60_000, handler: () => ({ ok: true }) });
     onTestFinished(() => worker.close(100));
@@ -61,7 +65,7 @@ describe('createWorker claims', () => {
     for (let i = 0; i < commits; i++) {
       const seen = attempts();
       const change = nextChange(store);
-      await elsewhere(store, `noise ${i}`);
+      await store.tm.createTask({ title: `for another agent ${i}`, queue: 'jobs', forAgent: 'w2' }, OPERATOR);
       await change;
       // Every commit is answered by an attempt (a task could have come with it) ...
       await until(`an attempt after commit ${i}`, () => attempts() > seen);
@@ -77,6 +81,25 @@ describe('createWorker claims', () => {
     // look and claim and the attempts its moves set off; one claimer per slot would make >= 80.
     expect(made).toBeGreaterThanOrEqual(commits);
     expect(made).toBeLessThanOrEqual(2 * commits + 6);
+  });
+
+  it('creates in another queue by another process wake an idle worker only by the store’s poll: a few looks, not one per create', async () => {
+    const { store, attempts } = await counted();
+    const worker = await createWorker({ store, queue: 'jobs', agent: 'w1', concurrency: 4, idleMs: 60_000, handler: () => ({ ok: true }) });
+    onTestFinished(() => worker.close(100));
+    await until('the first empty attempt', () => attempts() >= 1);
+    const before = attempts();
+    const started = Date.now();
+    const creates = 300;
+    await run(process.execPath, [join(ROOT, 'test/fixtures/sqlite-write.mjs'), store.path, 'create-many', JSON.stringify({ n: creates, input: { title: 'mail', queue: 'elsewhere' } })]);
+    await new Promise((r) => setTimeout(r, 200));
+    const polls = Math.ceil((Date.now() - started) / 50) + 1;
+    const made = attempts() - before;
+    // The data_version poll (every 50 ms) wakes every claimer once per interval with commits in it.
+    expect(made).toBeLessThanOrEqual(polls);
+    expect(made).toBeLessThan(creates / 4);
+    const job = (await store.tm.createTask({ title: 'the job', queue: 'jobs' }, OPERATOR)).task;
+    await until('the job completed', async () => (await store.tm.getTask(job.id)).state === 'completed');
   });
 
   it('a storm of commits by another agent (tasks on another queue) costs the idle worker a few claim attempts, not one per slot per commit', async () => {
@@ -117,7 +140,7 @@ describe('createWorker claims', () => {
     expect(claims()).toBe(2);
     for (let i = 0; i < 5; i++) {
       const change = nextChange(store);
-      await elsewhere(store, `noise ${i}`);
+      await store.tm.createTask({ title: `for another agent ${i}`, queue: 'jobs', forAgent: 'w2' }, OPERATOR);
       await change;
     }
     expect(claims()).toBe(2);

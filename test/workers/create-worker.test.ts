@@ -190,7 +190,7 @@ describe('createWorker', () => {
     await until('the others completed', async () => (await store.tm.findTasks({ assignee: 'w32', states: ['completed'] })).length === 31);
   });
 
-  it('an idle worker looks before it claims: commits elsewhere cost it no write transaction', async () => {
+  it('an idle worker looks before it claims: creates in its queue for another agent cost it no write transaction, creates in another queue not even a look', async () => {
     const store = await fresh();
     const inner = store.tm.store;
     const calls = { claim: 0, claimable: 0 };
@@ -207,7 +207,11 @@ describe('createWorker', () => {
     calls.claimable = 0;
     for (let i = 0; i < 30; i++) await store.tm.createTask({ title: `elsewhere ${i}`, queue: 'other' }, OPERATOR);
     await new Promise((r) => setTimeout(r, 200));
-    // Each commit made it look (a read); none made it take the write lock for nothing.
+    // Another queue's creates (on this very connection: no poll) do not wake it.
+    expect(calls).toEqual({ claim: 0, claimable: 0 });
+    for (let i = 0; i < 30; i++) await store.tm.createTask({ title: `not for it ${i}`, queue: 'jobs', forAgent: 'someone-else' }, OPERATOR);
+    await new Promise((r) => setTimeout(r, 200));
+    // Each commit in its queue made it look (a read); none made it take the write lock for nothing.
     expect(calls.claimable).toBeGreaterThan(0);
     expect(calls.claim).toBe(0);
     const mine = await create(store, 'for the idle worker');

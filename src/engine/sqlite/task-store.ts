@@ -9,7 +9,7 @@
  * recovery (space.ts); the next write after space returns succeeds without a restart.
  */
 import { resolve } from 'node:path';
-import { wakesClaimers } from '../claims.js';
+import { type WorkWake, wakeBuckets, workWakeOf } from '../claims.js';
 import { type EngineError, isEngineError } from '../errors.js';
 import type { ReadEventsQuery, SweepOptions, TaskStore, WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
@@ -209,17 +209,27 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
    * of every process when the commit may have made a task claimable (wake-files.ts).
    */
   function announce<T>(c: Committed<T>): WriteOutcome<T> {
-    const work = c.wakes?.work === true || wakesClaimers(c.events);
-    if (work) signal('work');
+    const work = workWakeOf(c.events, c.wakes?.work === true);
+    if (work !== undefined) wakeClaimers(work);
     if (c.wakes?.controls === true) signal('controls');
-    else if (!work && c.events.length > 0) watcher.notifyLocal();
+    else if (work === undefined && c.events.length > 0) watcher.notifyLocal();
     return { value: c.value, events: c.events };
   }
 
   /** Wakes `topic`'s watchers in every process (its wake file) and on this connection. */
   function signal(topic: WakeTopic): void {
+    if (topic === 'work') return wakeClaimers({ all: true });
     if (file && !readonly) signalWake(path, topic);
     watcher.notifyLocal([topic]);
+  }
+
+  /** Wakes the claimers `work` names in every process (their queues' wake files) and on this connection. */
+  function wakeClaimers(work: WorkWake): void {
+    if (file && !readonly) {
+      if (work.all) signalWake(path, 'work');
+      else for (const bucket of wakeBuckets(work.queues)) signalWake(path, 'work', bucket);
+    }
+    watcher.notifyLocal([], work);
   }
 
   function attempt<T>(what: string, fn: (events: TaskEvent[], now: number) => T, spinMs: number): Committed<T> {
@@ -307,7 +317,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     readEvents: async (query: ReadEventsQuery) => read('read events', () => reads.readEvents(query)),
     stats: async () => read('stats', () => reads.stats()),
     lastEventId: async () => read('last event', () => reads.lastEventId()),
-    watch: (onChange, topic) => watcher.subscribe(onChange, topic),
+    watch: (onChange, topic, queue) => watcher.subscribe(onChange, topic, queue),
     watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
     signal,
     close: async () => {

@@ -1,7 +1,10 @@
 /**
  * Wake files: one empty file per topic beside the database (`<db>-wake-work`,
  * `<db>-wake-controls`), whose times are set after a commit that concerns the topic, and
- * watched (inotify, fs.watch on the file itself) by the processes waiting for it.
+ * watched (inotify, fs.watch on the file itself) by the processes waiting for it. A create
+ * wakes only the claimers of its task's queue: it sets the times of its queue's bucket's file
+ * (`<db>-wake-work-<bucket>`, claims.ts wakeBucket), which those claimers watch beside the
+ * topic's own (the one every other wake of claimers sets).
  *
  * Why: watching the folder hears every commit of every process as 4–6 file events (each
  * WAL frame written, each checkpoint), and each woke every daemon thread to read
@@ -28,8 +31,13 @@ export type WakeTopic = 'work' | 'controls';
 
 const FLAGS = constants.O_RDONLY | (constants.O_NOFOLLOW ?? 0) | (constants.O_NONBLOCK ?? 0);
 
-export function wakeFile(dbPath: string, topic: WakeTopic): string {
-  return `${dbPath}-wake-${topic}`;
+/**
+ * The topic's wake file; with `bucket` (claims.ts wakeBucket), the file of one bucket of
+ * queues: `<db>-wake-work` wakes the claimers of every queue, `<db>-wake-work-<bucket>` those
+ * of the queues in that bucket.
+ */
+export function wakeFile(dbPath: string, topic: WakeTopic, bucket?: string): string {
+  return bucket === undefined ? `${dbPath}-wake-${topic}` : `${dbPath}-wake-${topic}-${bucket}`;
 }
 
 /**
@@ -61,8 +69,8 @@ function openOwn(file: string, create: boolean): number | undefined {
  * a watcher creates the file: a writer with no one watching (a CLI command, a library that
  * never claims) leaves nothing beside the database.
  */
-export function signalWake(dbPath: string, topic: WakeTopic): void {
-  const fd = openOwn(wakeFile(dbPath, topic), false);
+export function signalWake(dbPath: string, topic: WakeTopic, bucket?: string): void {
+  const fd = openOwn(wakeFile(dbPath, topic, bucket), false);
   if (fd === undefined) return;
   try {
     const now = Date.now() / 1000;
@@ -104,8 +112,8 @@ export const WAKE_RETRY_MS = 1000;
  * watcher elsewhere created it), it is, and `onSignal` is called once for a signal that may
  * have gone unheard. A file deleted or replaced under the watch is watched again the same way.
  */
-export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void, create = true): () => void {
-  const file = wakeFile(dbPath, topic);
+export function watchWake(dbPath: string, topic: WakeTopic, onSignal: () => void, create = true, bucket?: string): () => void {
+  const file = wakeFile(dbPath, topic, bucket);
   let watcher: FSWatcher | undefined;
   let retry: NodeJS.Timeout | undefined;
   let closed = false;

@@ -5,7 +5,12 @@
  *   confirms with `PRAGMA data_version`, which changes only when another connection commits.
  * - `work` (claimers) and `controls` (runs watching for stop, pause, resume): the topic's wake
  *   file, written after a commit that concerns it (wake-files.ts). A daemon thread subscribes
- *   to these only, so the other processes' steps and claims no longer wake it.
+ *   to these only, so the other processes' steps and claims no longer wake it. A claimer
+ *   names its queue: it hears the wake file of every queue and its queue's bucket's, so a
+ *   create in another queue does not wake it (claims.ts workWakeOf). One that names none
+ *   hears every commit, as `all` (a create signals only its queue's bucket: one wake file
+ *   more for claimers of any queue cost every create a system call, ~8 µs here, for a kind
+ *   of claimer taskloop's own hosts never are).
  * A slow fallback poll of data_version covers a missed file event or signal, and a writer
  * that sends no signal: any commit it sees wakes every topic.
  *
@@ -16,6 +21,7 @@
  */
 import { type FSWatcher, watch } from 'node:fs';
 import { basename, dirname } from 'node:path';
+import { type WorkWake, wakeBucket, wakeBuckets } from '../claims.js';
 import { type Db, dataVersion } from './connection.js';
 import { type WakeTopic, watchWake } from './wake-files.js';
 
@@ -27,12 +33,13 @@ const ALL: readonly SqliteWatchTopic[] = ['all'];
 const WAKE_TOPICS: readonly SqliteWatchTopic[] = ['work', 'controls'];
 
 export interface ChangeWatcher {
-  subscribe(listener: () => void, topic?: SqliteWatchTopic): () => void;
+  /** `queue`: a `work` listener's queue (without one it hears every commit, as `all`). */
+  subscribe(listener: () => void, topic?: SqliteWatchTopic, queue?: string): () => void;
   /**
    * Tells subscribers about a commit made on this connection (data_version ignores those):
-   * `all`'s, and those of the topics the commit concerns.
+   * `all`'s, and those of the topics the commit concerns (`work`: the claimers it wakes).
    */
-  notifyLocal(topics?: readonly WakeTopic[]): void;
+  notifyLocal(topics?: readonly WakeTopic[], work?: WorkWake): void;
   close(): void;
 }
 
@@ -58,36 +65,61 @@ const LINGER_MS = 1000;
 export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {}): ChangeWatcher {
   const fallbackMs = opts.fallbackMs ?? 50;
   const listeners: Record<SqliteWatchTopic, Set<() => void>> = { all: new Set(), work: new Set(), controls: new Set() };
-  const count = (): number => listeners.all.size + listeners.work.size + listeners.controls.size;
+  // `work` listeners by their queue's bucket (listeners.work stays empty: see subscribe).
+  const workers = new Map<string, Set<() => void>>();
+  const workCount = (): number => [...workers.values()].reduce((n, set) => n + set.size, 0);
+  const count = (): number => listeners.all.size + workCount() + listeners.controls.size;
   const walName = `${basename(path)}-wal`;
   const byFolder = { v: 0 }; // data_version as the folder's watch last saw it
   const byPoll = { v: 0 }; // … and as the poll did
   let running = false; // the poll runs (someone subscribed, or did within LINGER_MS)
   let fsWatcher: FSWatcher | undefined; // the folder's, while `all` has been subscribed
-  const wakes = new Map<WakeTopic, () => void>(); // the wake files' watches
+  const wakes = new Map<string, () => void>(); // the wake files' watches, by file suffix
   let timer: NodeJS.Timeout | undefined;
   let linger: NodeJS.Timeout | undefined;
-  // The topics whose listeners run at the next microtask.
+  let lingerAll: NodeJS.Timeout | undefined; // the folder's watch, after `all`'s last listener
+  // The topics whose listeners run at the next microtask; for `work`, every bucket or these.
   const due = new Set<SqliteWatchTopic>();
+  let dueWork: 'all' | Set<string> | undefined;
   let failing = false;
   let pollMs = fallbackMs;
 
-  const fire = (): void => {
-    const topics = [...due];
-    due.clear();
-    for (const topic of topics) {
-      for (const listener of [...listeners[topic]]) {
-        try {
-          listener();
-        } catch {
-          // A failing listener must not stop the others; listeners report their own errors.
-        }
+  const call = (set: Iterable<() => void>): void => {
+    for (const listener of [...set]) {
+      try {
+        listener();
+      } catch {
+        // A failing listener must not stop the others; listeners report their own errors.
       }
     }
   };
-  const schedule = (topics: readonly SqliteWatchTopic[]): void => {
+  const fire = (): void => {
+    const topics = [...due];
+    const work = dueWork;
+    due.clear();
+    dueWork = undefined;
+    for (const topic of topics) {
+      if (topic !== 'work') call(listeners[topic]);
+      else for (const [bucket, set] of workers) if (work === 'all' || work?.has(bucket) === true) call(set);
+    }
+  };
+  /** Runs `topics`' listeners at the next microtask; `work`: only those of these buckets. */
+  const schedule = (topics: readonly SqliteWatchTopic[], work?: ReadonlySet<string>): void => {
     const idle = due.size === 0;
-    for (const t of topics) if (listeners[t].size > 0) due.add(t);
+    for (const t of topics) {
+      if (t !== 'work') {
+        if (listeners[t].size > 0) due.add(t);
+        continue;
+      }
+      if (workCount() === 0) continue;
+      due.add(t);
+      if (work === undefined) dueWork = 'all';
+      else if (dueWork !== 'all') {
+        const buckets = dueWork ?? new Set<string>();
+        for (const b of work) buckets.add(b);
+        dueWork = buckets;
+      }
+    }
     if (idle && due.size > 0) queueMicrotask(fire);
   };
   /** data_version now, or undefined when the look failed (reported, and the poll backs off). */
@@ -177,15 +209,23 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
       fsWatcher = undefined;
     }
   };
+  /** Watches a wake file (while it cannot be, because it is not ours to use, the poll alone serves it). */
+  const watchFile = (key: string, topic: WakeTopic, onSignal: () => void, bucket?: string): void => {
+    if (!wakes.has(key)) wakes.set(key, watchWake(path, topic, onSignal, opts.readonly !== true, bucket));
+  };
   /** Starts what `topic`'s listeners need (the poll runs for every topic). */
-  const begin = (topic: SqliteWatchTopic): void => {
+  const begin = (topic: SqliteWatchTopic, bucket?: string): void => {
     if (path === ':memory:') return;
     if (!running) startPoll();
     if (topic === 'all') {
+      clearTimeout(lingerAll);
+      lingerAll = undefined;
       if (fsWatcher === undefined) watchFolder();
-    } else if (!wakes.has(topic)) {
-      // While its wake file cannot be watched (not ours to use), the poll alone serves the topic.
-      wakes.set(topic, watchWake(path, topic, () => schedule([topic]), opts.readonly !== true));
+    } else if (topic === 'controls') {
+      watchFile('controls', 'controls', () => schedule(['controls']));
+    } else {
+      watchFile('work', 'work', () => schedule(['work']));
+      watchFile(`work-${bucket}`, 'work', () => schedule(['work'], new Set([bucket!])), bucket);
     }
   };
   const stopFs = (): void => {
@@ -194,6 +234,8 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
   };
   const stop = (): void => {
     running = false;
+    clearTimeout(lingerAll);
+    lingerAll = undefined;
     stopFs();
     for (const close of wakes.values()) close();
     wakes.clear();
@@ -204,15 +246,34 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
   };
 
   return {
-    subscribe(listener, topic = 'all') {
-      listeners[topic].add(listener);
+    subscribe(listener, asked = 'all', queue) {
+      // A claimer of no queue in particular hears every commit.
+      const topic = asked === 'work' && queue === undefined ? 'all' : asked;
+      const bucket = topic === 'work' ? wakeBucket(queue!) : undefined;
+      let set = listeners[topic];
+      if (bucket !== undefined) {
+        set = workers.get(bucket) ?? new Set();
+        workers.set(bucket, set);
+      }
+      set.add(listener);
       if (linger !== undefined) {
         clearTimeout(linger);
         linger = undefined;
       }
-      begin(topic);
+      begin(topic, bucket);
       return () => {
-        if (!listeners[topic].delete(listener) || count() > 0 || path === ':memory:') return;
+        if (!set.delete(listener) || path === ':memory:') return;
+        if (topic === 'all' && listeners.all.size === 0 && count() > 0) {
+          // The folder's watch wakes this thread on every commit anywhere (4–6 file events
+          // each): it ends, a moment after `all`'s last listener, even while others stay.
+          clearTimeout(lingerAll);
+          lingerAll = setTimeout(() => {
+            lingerAll = undefined;
+            if (listeners.all.size === 0) stopFs();
+          }, LINGER_MS);
+          lingerAll.unref();
+        }
+        if (count() > 0) return;
         // Kept a moment before it stops: runs subscribe and unsubscribe one after another,
         // and starting a file watch costs milliseconds (it was most of a short run's time).
         linger = setTimeout(() => {
@@ -222,11 +283,13 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
         linger.unref();
       };
     },
-    notifyLocal(topics = []) {
-      schedule(['all', ...topics]);
+    notifyLocal(topics = [], work) {
+      schedule(['all', ...topics.filter((t) => t !== 'work')]);
+      if (topics.includes('work') || work !== undefined) schedule(['work'], work === undefined || work.all ? undefined : wakeBuckets(work.queues));
     },
     close() {
       for (const t of TOPICS) listeners[t].clear();
+      workers.clear();
       clearTimeout(linger);
       linger = undefined;
       stop();
