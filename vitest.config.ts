@@ -32,6 +32,7 @@ export const CONTRACT = [
   'test/engine/bus.test.ts',
   'test/engine/json-depth.test.ts',
   'test/engine/authority-stores.test.ts',
+  'test/engine/wake-queues.test.ts',
   'test/engine/run-stats.test.ts',
   'test/workers/loop.*.test.ts',
   'test/workers/gate.test.ts',

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Budget, TransitionInput } from '../../src/engine/index.js';
+import { wakeBucket } from '../../src/engine/claims.js';
 import { literal } from '../../src/engine/postgres/connection.js';
 import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
@@ -55,22 +56,30 @@ async function statementsOf(fn: () => Promise<unknown>, mine = /(^|; )BEGIN(;|$)
 /** Round trips: the statements that waited for the answer before them. */
 const tripsOf = (statements: string[]) => statements.filter((s) => !s.startsWith('pipelined: '));
 
-/** The wake-ups on the store's channel that `fn`'s commits sent, heard by a real LISTEN. */
-async function wakeupsOf(tm: ReturnType<typeof freshManager>): Promise<(fn: () => Promise<unknown>) => Promise<number>> {
+/**
+ * The wake-ups for claimers that `fn`'s commits sent, heard by a real LISTEN: how many, and on
+ * which channels (`every` queue's, the default queue's bucket's, that of claimers of `any`).
+ */
+async function wakeupsOf(tm: ReturnType<typeof freshManager>): Promise<(fn: () => Promise<unknown>) => Promise<string[]>> {
   const conn = (tm.store as PgTaskStore).conn;
   const listener = await conn.dedicated();
   await listener.connect();
   onTestFinished(() => listener.end());
-  const heard: string[] = [];
-  listener.on('notification', (n) => heard.push(n.payload ?? ''));
-  await listener.query(`LISTEN ${conn.channel}`);
+  const names = new Map([
+    [conn.channel, 'every'],
+    [`${conn.channel}_w${wakeBucket('default')}`, 'default'],
+    [`${conn.channel}_wany`, 'any'],
+  ]);
+  const heard: Array<{ channel: string; payload: string }> = [];
+  listener.on('notification', (n) => heard.push({ channel: n.channel, payload: n.payload ?? '' }));
+  await listener.query([...names.keys()].map((c) => `LISTEN ${c}`).join('; '));
   return async (fn) => {
     heard.length = 0;
     await fn();
     // Notifications arrive in commit order: once this one is heard, every earlier one was.
     await listener.query(`NOTIFY ${conn.channel}, 'sentinel'`);
-    await waitFor(() => heard.includes('sentinel'), 5000);
-    return heard.filter((p) => p !== 'sentinel').length;
+    await waitFor(() => heard.some((h) => h.payload === 'sentinel'), 5000);
+    return heard.filter((h) => h.payload !== 'sentinel').map((h) => names.get(h.channel)!);
   };
 }
 
@@ -208,11 +217,13 @@ describe('round trips on PostgreSQL', () => {
     onTestFinished(() => execSql(base, `DROP SCHEMA IF EXISTS ${schema} CASCADE`));
     const tm = freshManager({ path: url });
     const wakeups = await wakeupsOf(tm);
-    const { task: first } = await tm.createTask({ title: 'first' }, operator);
+    let first!: { id: number };
+    // Its longest channel (`…_wany`) has 59 characters: pg_notify would refuse one over 63.
+    expect(await wakeups(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator)))).toEqual(['default', 'any']);
     await tm.createTask({ title: 'after', dependsOn: [first.id] }, operator);
     const c = (await tm.claimTask({ agent: agent.id, taskId: first.id, start: true }))!;
     const done = () => tm.transitionTask({ taskId: c.id, to: 'review', actor: agent, claimToken: c.claimToken, then: [{ to: 'completed', actor: system }] });
-    expect(await wakeups(done)).toBe(1);
+    expect(await wakeups(done)).toEqual(['every']);
     expect((await tm.claimTask({ agent: agent.id }))?.title).toBe('after');
     expect(() => freshManager({ path: url.replace(`schema=${schema}`, `schema=${schema}x`) })).toThrow(/schema .* 1 to 45/);
   });
@@ -234,31 +245,34 @@ describe('round trips on PostgreSQL', () => {
 });
 
 describe('NOTIFY on PostgreSQL: only commits that may make a task claimable send one', () => {
-  it('a create and a completion that frees a dependent notify; a claim and a completion that frees nothing do not', async () => {
+  it('a create notifies its queue’s claimers and those of any queue; a completion that frees a dependent and a release notify every claimer; a claim and a completion that frees nothing do not', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
     const wakeups = await wakeupsOf(tm);
     let first: { id: number } | undefined;
-    expect(await wakeups(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator)))).toBe(1);
+    expect(await wakeups(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator)))).toEqual(['default', 'any']);
     const creates = async () => {
       await tm.createTask({ title: 'after', dependsOn: [first!.id] }, operator);
       await tm.createTask({ title: 'alone' }, operator);
     };
-    expect(await wakeups(creates)).toBe(2);
+    expect(await wakeups(creates)).toEqual(['default', 'any', 'default', 'any']);
+    // A create in another queue notifies another bucket's channel (not heard here) and `any`.
+    expect(wakeBucket('mail')).not.toBe(wakeBucket('default'));
+    expect(await wakeups(() => tm.createTask({ title: 'a letter', queue: 'mail' }, operator))).toEqual(['any']);
     const claimed: Array<{ id: number; claimToken: string }> = [];
-    expect(await wakeups(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!))).toBe(0);
-    expect(await wakeups(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!))).toBe(0);
+    expect(await wakeups(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!))).toEqual([]);
+    expect(await wakeups(async () => void claimed.push((await tm.claimTask({ agent: agent.id, start: true }))!))).toEqual([]);
     const [freeing, lonely] = claimed[0]!.id === first!.id ? [claimed[0]!, claimed[1]!] : [claimed[1]!, claimed[0]!];
     const complete = (t: { id: number; claimToken: string }) => () =>
       tm.transitionTask({ taskId: t.id, to: 'review', actor: agent, claimToken: t.claimToken, then: [{ to: 'completed', actor: system }] });
-    expect(await wakeups(complete(lonely))).toBe(0);
+    expect(await wakeups(complete(lonely))).toEqual([]);
     // The statement that frees the dependent calls pg_notify itself, in the commit's round trip.
-    expect(await wakeups(complete(freeing))).toBe(1);
+    expect(await wakeups(complete(freeing))).toEqual(['every']);
     expect((await tm.claimTask({ agent: agent.id }))?.title).toBe('after');
     // A release back to pending notifies too (its claimer gave it up: someone else may take it).
     const { task: third } = await tm.createTask({ title: 'third' }, operator);
     const c = (await tm.claimTask({ agent: agent.id, taskId: third.id }))!;
-    expect(await wakeups(() => tm.transitionTask({ taskId: c.id, to: 'pending', actor: agent, claimToken: c.claimToken }))).toBe(1);
+    expect(await wakeups(() => tm.transitionTask({ taskId: c.id, to: 'pending', actor: agent, claimToken: c.claimToken }))).toEqual(['every']);
   });
 
   it('a follower of every commit still sees a claim made on another connection (the follow poll), a claimer is woken by a create', async () => {

@@ -88,15 +88,16 @@ export interface PgConnection {
   /**
    * Runs `body` in one READ COMMITTED transaction. `now` is the database's clock when the
    * transaction began (or the test clock). Serialization failures and deadlocks roll back
-   * and run `body` again, so `body` must only write through `q`. `notify` is sent with the
-   * commit when the body says it changed something that other processes wait for.
+   * and run `body` again, so `body` must only write through `q`. `notify`: the channels (their
+   * suffixes after `taskloop_<schema>`, watch.ts workChannels) notified with the commit, for
+   * what the body changed that other processes wait for.
    * `opening` runs in the transaction's first round trip with BEGIN; its rows are `body`'s
    * `opened`.
    */
   tx<T>(
     what: string,
     body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>,
-    notify?: (value: T, q: Query) => boolean,
+    notify?: (value: T, q: Query) => readonly string[],
     opening?: Opening,
   ): Promise<T>;
   /** The clock the store runs on: the database's, unless a test pinned one. */
@@ -230,7 +231,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
   async function tx<T>(
     what: string,
     body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>,
-    notify?: (value: T, q: Query) => boolean,
+    notify?: (value: T, q: Query) => readonly string[],
     opening?: Opening,
   ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
@@ -271,7 +272,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
           held = h;
         });
         const value = await body(q, now, opened);
-        const commit = notify?.(value, q) === true ? `NOTIFY ${channel}; COMMIT` : 'COMMIT';
+        const commit = [...(notify?.(value, q) ?? []).map((suffix) => `NOTIFY ${channel}${suffix}`), 'COMMIT'].join('; ');
         if (held !== undefined && !(held as Held).params.every(plainParam)) await release();
         const h = held as Held | undefined;
         if (h === undefined) {

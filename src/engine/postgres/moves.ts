@@ -99,8 +99,8 @@ export interface Write {
 // Run by a statement whose write `w` wrote a row: the commit then wakes the claimers. Every
 // name is pg_catalog's, though `public` is off the search path (connection.ts): a look-alike
 // (an operator `||` on text and name, say) must not run as taskloop's role whatever the path.
-export const WAKE_CLAIMERS = "pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema()), '')";
-const WAKE = (w: string): string => `(SELECT pg_catalog.count(${WAKE_CLAIMERS}) FROM (SELECT 1 FROM ${w} LIMIT 1) x)`;
+const WAKE = (w: string): string =>
+  `(SELECT pg_catalog.count(pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema()), '')) FROM (SELECT 1 FROM ${w} LIMIT 1) x)`;
 
 /**
  * Runs `writes` in one statement with the events the transaction has waiting, held for the

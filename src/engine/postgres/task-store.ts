@@ -9,14 +9,14 @@
  */
 import type { ReadEventsQuery, StoreInfo, TaskStore, WriteOutcome } from '../store.js';
 import type { ClaimInput, TaskEvent } from '../types.js';
-import { wakesClaimers } from '../claims.js';
+import { workWakeOf } from '../claims.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
 import { parseClaimInput } from '../schemas.js';
 import { claimTask, claimable, heartbeat, pickOpening, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createOne, createTasks, isPlain, markStale, reclaimStale, transition } from './tasks.js';
-import { createPgWatcher } from './watch.js';
+import { createPgWatcher, workChannels } from './watch.js';
 import { deferEvents, flushEvents, lockOpening, primeLock } from './moves.js';
 import type { Query } from './connection.js';
 
@@ -95,7 +95,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         await flushEvents(q);
         return value;
       },
-      () => wakesClaimers(events),
+      () => workChannels(workWakeOf(events)),
       opening,
     );
     return { value, events };
@@ -153,7 +153,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
     readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),
     stats: () => read(() => reads.stats()),
     lastEventId: () => read(() => horizon.settled()),
-    watch: (onChange, topic) => watcher.subscribe(onChange, topic),
+    watch: (onChange, topic, queue) => watcher.subscribe(onChange, topic, queue),
     watchControls: (onChange) => watcher.subscribe(onChange, 'controls'),
     close: async () => {
       watcher.close();

@@ -13,7 +13,8 @@ import { EngineError } from '../errors.js';
 import { type TaskRow, checkFence, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import { NOW_MS, type Query } from './connection.js';
-import { WAKE_CLAIMERS, appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
+import { workChannels } from './watch.js';
+import { appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
 
 type Row = TaskRow & Record<string, unknown>;
 
@@ -83,7 +84,7 @@ export const isPlain = (i: BatchTaskInput): boolean =>
 
 /**
  * One task without a key, dependencies or a ref, written outside any transaction of ours: its
- * row, its event and the claimers' wake-up in one statement (atomic as any statement), sent
+ * row, its event and its queue's claimers' wake-up (watch.ts workChannels) in one statement (atomic as any statement), sent
  * in one round trip with its values bound. Its times are the database's clock, read once by
  * the statement (`fixedNow`: a test's pinned clock). The event's data is the text the other
  * creates write (run_after, the row's, is its last key), so both stores' logs read alike.
@@ -101,10 +102,12 @@ export async function createOne(query: Query, input: BatchTaskInput, creator: Ac
        RETURNING *),
      e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
        SELECT t.id, $16, $17, $18, pg_catalog.concat($19::text, t.run_after, '}'), t.created_at FROM t RETURNING id)
-     SELECT t.*, (SELECT id FROM e) AS event_id, ${WAKE_CLAIMERS} AS woke FROM t`,
-    [...values, event.type, event.actor, event.actorRole, prefix],
+     SELECT t.*, (SELECT id FROM e) AS event_id,
+       pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), $20::text), '') AS woke,
+       pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), $21::text), '') AS woke_any FROM t`,
+    [...values, event.type, event.actor, event.actorRole, prefix, ...workChannels({ all: false, queues: new Set([input.queue ?? DEFAULT_QUEUE]) })],
   );
-  const { event_id: eventId, woke: _woke, ...taskRow } = row as Row & { event_id: number; woke: unknown };
+  const { event_id: eventId, woke: _woke, woke_any: _any, ...taskRow } = row as Row & { event_id: number; woke: unknown; woke_any: unknown };
   const task = toTask(taskRow as Row);
   event.id = eventId;
   event.taskId = task.id;

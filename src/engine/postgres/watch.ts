@@ -4,7 +4,11 @@
  * takes a server-wide lock to queue it, which serializes commits and defeats group commit
  * (bench:pg: the bare floor with NOTIFY on each commit drains at 0.59x the floor):
  * - `work` (claimers): woken by the NOTIFY a writer sends only when its commit may have made
- *   a task claimable (claims.ts `wakesClaimers`), no payload; a burst wakes them once.
+ *   a task claimable (claims.ts `workWakeOf`), no payload; a burst wakes them once. A create
+ *   notifies its queue's bucket's channel (`taskloop_<schema>_w<bucket>`) and the channel of
+ *   claimers of any queue (`…_wany`), which only those LISTEN to; a move back to pending and a
+ *   freed dependent notify `taskloop_<schema>`, which every claimer hears. So a claimer that
+ *   names its queue is not woken by creates in other queues.
  * - `all` (followers of the log, waiters for an outcome): woken by those NOTIFYs and by a
  *   poll of the event sequence every `followMs` while they are subscribed, so a claim or a
  *   step is seen within it without costing every writer a NOTIFY.
@@ -17,18 +21,33 @@
  * rolled back is still read.
  */
 import type pg from 'pg';
+import { type WorkWake, wakeBucket, wakeBuckets } from '../claims.js';
 import type { PgConnection } from './connection.js';
 import type { Horizon } from './reads.js';
 
 export type PgWatchTopic = 'all' | 'work' | 'controls';
 
 export interface PgWatcher {
-  subscribe(onChange: () => void, topic?: PgWatchTopic): () => void;
+  /** `queue`: a `work` subscriber's queue (without one it hears the creates of every queue). */
+  subscribe(onChange: () => void, topic?: PgWatchTopic, queue?: string): () => void;
   close(): void;
 }
 
 /** The SQL a write runs (inside its transaction) when it changed a control: wakes the runs' control watchers. */
 export const NOTIFY_CONTROLS = "SELECT pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), '_controls'), '')";
+
+/** The `work` key of claimers of any queue (channel `…_wany`); the others' key is their queue's bucket. */
+const ANY = 'any';
+
+/**
+ * The suffixes (after `taskloop_<schema>`) of the channels a wake of claimers notifies: the
+ * one every claimer hears, or the buckets of the queues and the channel of claimers of any.
+ */
+export function workChannels(work: WorkWake | undefined): string[] {
+  if (work === undefined) return [];
+  if (work.all) return [''];
+  return [...[...wakeBuckets(work.queues)].map((b) => `_w${b}`), `_w${ANY}`];
+}
 
 export interface PgWatchOptions {
   /** The slow poll's interval: every change is seen within it even without LISTEN. @defaultValue 1000 with LISTEN, 50 without */
@@ -62,11 +81,26 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
   const pollMs = opts.pollMs ?? (listen ? 1000 : 50);
   const followMs = Math.min(opts.followMs ?? 100, pollMs);
   const topics: Record<PgWatchTopic, ReturnType<typeof fanout>> = { all: fanout(), work: fanout(), controls: fanout() };
-  const size = () => topics.all.set.size + topics.work.set.size + topics.controls.set.size;
+  // `work` subscribers by their queue's bucket or ANY (topics.work stays empty); each key's
+  // channel is LISTENed to once it has had a subscriber.
+  const workers = new Map<string, ReturnType<typeof fanout>>();
+  const workCount = () => [...workers.values()].reduce((n, f) => n + f.set.size, 0);
+  const size = () => topics.all.set.size + workCount() + topics.controls.set.size;
   const controlsChannel = `${conn.channel}_controls`;
-  const fireWork = () => {
-    topics.work.fire();
+  const keyOf = (channel: string): string | undefined => (channel.startsWith(`${conn.channel}_w`) ? channel.slice(conn.channel.length + 2) : undefined);
+  /** Wakes the claimers of `key` (every claimer without one) and the followers. */
+  const fireWork = (key?: string) => {
+    for (const [k, f] of workers) if (key === undefined || k === key) f.fire();
     topics.all.fire();
+  };
+  const listenTo = (key: string) => `LISTEN ${conn.channel}_w${key}`;
+  const listened = new Set<string>(); // the keys the listener up now LISTENs to
+  /** LISTENs to the keys the listener does not yet (a wake before it lands is the poll's). */
+  const listenNew = (): void => {
+    const fresh = [...workers.keys()].filter((k) => !listened.has(k));
+    if (client === undefined || fresh.length === 0) return;
+    for (const k of fresh) listened.add(k);
+    client.query(fresh.map(listenTo).join('; ')).catch(() => undefined);
   };
   let client: pg.Client | undefined;
   let connecting: Promise<void> | undefined;
@@ -95,7 +129,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
     connecting = (async () => {
       const c = await conn.dedicated();
       c.on('notification', (n) => {
-        if (n.channel !== controlsChannel) return fireWork();
+        if (n.channel !== controlsChannel) return fireWork(keyOf(n.channel));
         topics.controls.fire();
         topics.all.fire(); // a control change is a commit too
       });
@@ -106,7 +140,10 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       });
       try {
         await c.connect();
-        await c.query(`LISTEN ${conn.channel}; LISTEN ${controlsChannel}`);
+        const keys = [...workers.keys()];
+        await c.query([`LISTEN ${conn.channel}`, `LISTEN ${controlsChannel}`, ...keys.map(listenTo)].join('; '));
+        listened.clear();
+        for (const k of keys) listened.add(k);
       } catch (err) {
         opts.log?.(`${conn.location.display}: LISTEN failed (${String((err as Error).message ?? err)}); polling every ${pollMs} ms`);
         c.end().catch(() => undefined);
@@ -117,6 +154,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       // left it to the poll's second (pickup p50 was 988 ms with one consumer).
       if (closed || !running) return void c.end().catch(() => undefined);
       client = c;
+      listenNew(); // keys subscribed while it connected
       fireWork(); // anything committed while the listener was not there yet
       topics.controls.fire();
     })()
@@ -137,7 +175,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       const slow = client === undefined || Date.now() - slowAt >= pollMs;
       if (slow) {
         if (v !== slowSeq) {
-          topics.work.fire();
+          for (const f of workers.values()) f.fire();
           if (client === undefined) topics.controls.fire();
         }
         slowSeq = v;
@@ -198,8 +236,19 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
   }
 
   return {
-    subscribe(onChange, topic = 'all') {
-      const set = topics[topic].set;
+    subscribe(onChange, topic = 'all', queue) {
+      let set = topics[topic].set;
+      if (topic === 'work') {
+        const key = queue === undefined ? ANY : wakeBucket(queue);
+        let f = workers.get(key);
+        if (f === undefined) {
+          workers.set(key, (f = fanout()));
+          // A listener already up LISTENs to the new channel (one that connects later LISTENs
+          // to every key's); a wake before its LISTEN lands is the poll's, as at the start.
+          listenNew();
+        }
+        set = f.set;
+      }
       set.add(onChange);
       start();
       return () => {
@@ -217,6 +266,7 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       if (linger !== undefined) clearTimeout(linger);
       linger = undefined;
       for (const t of Object.values(topics)) t.set.clear();
+      workers.clear();
       stop();
     },
   };

@@ -1,0 +1,67 @@
+/**
+ * Wake-ups by queue, on both stores (wake files on SQLite, NOTIFY channels on PostgreSQL): a
+ * claimer that names its queue is woken by a create in that queue made on another connection,
+ * not by one in another queue; a watcher of no queue in particular hears both; a task given
+ * back to pending wakes the claimers of every queue. The watching store's fallback poll is set
+ * to an hour, so only a wake-up can wake it.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { wakeBucket } from '../../src/engine/claims.js';
+import { freshManager, operator } from '../helpers.js';
+import { openTaskStore } from '../stores.js';
+
+function counter() {
+  const c = { n: 0, hit: () => void c.n++ };
+  return c;
+}
+async function wokeAfter(c: { n: number }, mark: number, ms = 5000): Promise<boolean> {
+  const until = Date.now() + ms;
+  while (Date.now() < until && c.n <= mark) await sleep(10);
+  return c.n > mark;
+}
+/** Long enough for a wake-up that was coming to have come. */
+const SETTLE_MS = 300;
+
+describe('wake-ups by queue', () => {
+  it('a claimer of one queue hears creates in its queue, not in another; a watcher of no queue hears both; a task given back to pending wakes every queue', async () => {
+    const tm = freshManager();
+    const watching = openTaskStore(tm.path, { watchFallbackMs: 3_600_000 });
+    onTestFinished(() => watching.close());
+    expect(wakeBucket('mail')).not.toBe(wakeBucket('jobs'));
+    const jobs = counter();
+    const any = counter();
+    watching.watch(jobs.hit, 'work', 'jobs');
+    watching.watch(any.hit, 'work');
+    // Once a create in 'jobs' is heard, the watch is up (PostgreSQL LISTENs asynchronously).
+    for (let i = 0; jobs.n === 0 && i < 50; i++) {
+      await tm.createTask({ title: `warm-up ${i}`, queue: 'jobs' }, operator);
+      await sleep(100);
+    }
+    expect(jobs.n, 'the watch came up').toBeGreaterThan(0);
+    await sleep(SETTLE_MS);
+
+    let j = jobs.n;
+    let a = any.n;
+    await tm.createTask({ title: 'a letter', queue: 'mail' }, operator);
+    expect(await wokeAfter(any, a), 'a watcher of no queue hears a create in any').toBe(true);
+    await sleep(SETTLE_MS);
+    expect(jobs.n, "a create in 'mail' does not wake the claimer of 'jobs'").toBe(j);
+
+    j = jobs.n;
+    a = any.n;
+    const { task } = await tm.createTask({ title: 'a job', queue: 'jobs' }, operator);
+    expect(await wokeAfter(jobs, j), "a create in 'jobs' wakes its claimer").toBe(true);
+    expect(await wokeAfter(any, a)).toBe(true);
+
+    const claim = (await tm.claimTask({ agent: 'a1', queue: 'jobs', taskId: task.id }))!;
+    await tm.createTask({ title: 'held', queue: 'mail' }, operator);
+    const held = (await tm.claimTask({ agent: 'a1', queue: 'mail' }))!;
+    await sleep(SETTLE_MS);
+    j = jobs.n;
+    // Given back to pending: its event names no queue, so every queue's claimers look.
+    await tm.transitionTask({ taskId: held.id, to: 'pending', actor: { id: 'a1', role: 'agent' }, claimToken: held.claimToken });
+    expect(await wokeAfter(jobs, j), "a task of 'mail' given back wakes the claimer of 'jobs' too").toBe(true);
+    expect(claim.id).toBe(task.id);
+  });
+});
