@@ -12,7 +12,8 @@
  *   at once;
  * - one claimer (claimer.ts, the loop a daemon's threads run too), with back-pressure: it
  *   claims only while fewer than `concurrency` handlers run, and after a claim that found
- *   nothing it waits for the next commit anywhere or a handler ending (or `idleMs`), so idle
+ *   nothing it waits for the next commit that may concern its queue (a create in it, a task
+ *   anywhere back to pending, a freed dependent), a handler ending (or `idleMs`), so idle
  *   slots cost nothing: a commit makes one claim attempt, not one per slot;
  * - it runs the stale sweep (for peers on other hosts, whose death shows only as a lease
  *   running out);
@@ -96,8 +97,10 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     claim: async (likely) => {
       const caps = s.capabilities === undefined ? {} : { capabilities: s.capabilities };
       // A look first (a read), unless the last claims all found a task: an idle worker woken
-      // by every commit anywhere must not take SQLite's one write lock each time to find
-      // nothing (four idle workers cut another process's creates from ~11,000 to ~3,000 a second).
+      // by a commit that may concern its queue (another agent's task, a freed dependent
+      // elsewhere) must not take SQLite's one write lock each time to find nothing (when every
+      // commit woke them, four idle workers cut another process's creates from ~11,000 to
+      // ~3,000 a second).
       if (!likely && !(await tm.store.claimable({ agent, queue: s.queue, ...caps }))) return null;
       const slotId = holder.take();
       try {

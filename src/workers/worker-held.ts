@@ -1,7 +1,8 @@
 /**
  * The tasks a createWorker's handlers hold, and the watch that aborts a handler whose claim
  * is gone: the task was reclaimed (its lease ran out, or its process was taken for dead),
- * cancelled, or moved by someone else. It looks after every commit anywhere and after each
+ * cancelled, or moved by someone else. While it holds a task it looks after every commit
+ * anywhere (createWorker subscribes only then) and after each
  * heartbeat; looks are coalesced (one running, at most one queued behind it) and at least
  * LOOK_GAP_MS apart, and a look is one read of the claims this agent holds, whatever the
  * number of handlers: a look per commit that read every held task one by one made a worker
