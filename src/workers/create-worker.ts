@@ -59,7 +59,11 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
   const run = async (task: ClaimedTask, slotId: string): Promise<void> => {
     const h: Held = { task, slotId, abort: new AbortController(), released: false };
     held.set(task.id, h);
-    unwatchHeld ??= tm.store.watch(heldTasks.checkSoon);
+    if (unwatchHeld === undefined) {
+      unwatchHeld = tm.store.watch(heldTasks.checkSoon);
+      // A cancel that committed between the claim and this watch is not heard by it: look.
+      heldTasks.checkSoon();
+    }
     let outcome: HandlerOutcome;
     try {
       outcome = { ok: true, value: await opts.handler(task, { signal: h.abort.signal, agent, slotId, tm }) };
@@ -91,6 +95,12 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     running.add(done);
   };
 
+  // The claimer hears what may make a task claimable in its queue; the held tasks' watch (a
+  // cancel, a lease taken over) hears every commit, but only while a handler runs: an idle
+  // worker is not woken by the other processes' claims, steps and creates elsewhere.
+  // Subscribed before the claimer starts: a create during its first claim is not missed.
+  let wake = (): void => undefined;
+  const unwatch = tm.store.watch(() => wake(), 'work', s.queue);
   // The one claimer (claimer.ts): a slot of its own for each claim.
   const claimer = startClaimer<{ task: ClaimedTask; slotId: string }>({
     hasRoom: () => inFlight < concurrency,
@@ -124,10 +134,7 @@ export async function createWorker(opts: WorkerOptions): Promise<Worker> {
     report: faultReporter(`worker ${id}: claim`, log),
     idleMs: s.idleMs,
   });
-  // The claimer hears what may make a task claimable in its queue; the held tasks' watch (a
-  // cancel, a lease taken over) hears every commit, but only while a handler runs: an idle
-  // worker is not woken by the other processes' claims, steps and creates elsewhere.
-  const unwatch = tm.store.watch(() => claimer.committed(), 'work', s.queue);
+  wake = () => claimer.committed();
 
   const jobs = [
     repeat(s.deadCheckMs, 5000, async () => {

@@ -263,9 +263,10 @@ export function createChangeWatcher(db: Db, path: string, opts: WatchOptions = {
       begin(topic, bucket);
       return () => {
         if (!set.delete(listener) || path === ':memory:') return;
-        if (topic === 'all' && listeners.all.size === 0 && count() > 0) {
+        if (topic === 'all' && listeners.all.size === 0) {
           // The folder's watch wakes this thread on every commit anywhere (4–6 file events
-          // each): it ends, a moment after `all`'s last listener, even while others stay.
+          // each): it ends, a moment after `all`'s last listener, even while others stay or
+          // come (a claimer that subscribes within the moment must not keep it on for good).
           clearTimeout(lingerAll);
           lingerAll = setTimeout(() => {
             lingerAll = undefined;
