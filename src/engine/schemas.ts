@@ -28,12 +28,17 @@ export const LIMITS = {
 // Unicode is fine (values are bound as parameters, or on PostgreSQL written into a
 // transaction's first statement as the hex of their bytes: never spliced into SQL as text).
 const noControl = (s: string) => !/[\u0000-\u001f\u007f]/.test(s);
+// A lone surrogate is not text: the database stores U+FFFD in its place while the event's JSON
+// keeps the escape, so the row and its own event would disagree about what was written.
+const wellFormed = (s: string) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
+const NOT_WELL_FORMED = 'must be well-formed Unicode (no lone surrogate)';
 
 export const name = z
   .string()
   .min(1, 'must not be empty')
   .max(LIMITS.nameChars, `at most ${LIMITS.nameChars} characters`)
-  .refine(noControl, 'must not contain control characters');
+  .refine(noControl, 'must not contain control characters')
+  .refine(wellFormed, NOT_WELL_FORMED);
 export const token = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits and _ . : - only, at most 64');
 export const taskId = z.int('must be an integer task id').positive('must be a positive task id').max(Number.MAX_SAFE_INTEGER);
 
@@ -58,7 +63,8 @@ const createFields = {
     .trim()
     .min(1, 'must not be empty')
     .max(LIMITS.titleChars, `at most ${LIMITS.titleChars} characters`)
-    .refine(noControl, 'must not contain control characters'),
+    .refine(noControl, 'must not contain control characters')
+    .refine(wellFormed, NOT_WELL_FORMED),
   card: card.optional(),
   priority: z.int('must be an integer').min(-LIMITS.priority).max(LIMITS.priority).optional(),
   dependsOn: z.array(taskId).max(LIMITS.dependencies).optional(),

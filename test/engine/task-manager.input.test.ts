@@ -28,6 +28,12 @@ describe('bad input through the API', () => {
       ['empty title', () => tm.createTask({ title: '   ' }, operator), 'VALIDATION_FAILED'],
       ['title over the limit', () => tm.createTask({ title: 'x'.repeat(LIMITS.titleChars + 1) }, operator), 'VALIDATION_FAILED'],
       ['title with a newline', () => tm.createTask({ title: 'a\nb' }, operator), 'VALIDATION_FAILED'],
+      // A lone surrogate: stored as U+FFFD by the database, kept escaped in the event's JSON.
+      ['title with a lone high surrogate', () => tm.createTask({ title: 'a\ud800b' }, operator), 'VALIDATION_FAILED'],
+      ['title ending in a lone high surrogate', () => tm.createTask({ title: 'ab\ud83d' }, operator), 'VALIDATION_FAILED'],
+      ['title with a lone low surrogate', () => tm.createTask({ title: '\udc00' }, operator), 'VALIDATION_FAILED'],
+      ['for an agent with a lone surrogate', () => tm.createTask({ title: 't', forAgent: 'w\udfff' }, operator), 'VALIDATION_FAILED'],
+      ['idempotency key with a lone surrogate', () => tm.createTask({ title: 't', idempotencyKey: 'k\ud800' }, operator), 'VALIDATION_FAILED'],
       ['card that is an array', () => tm.createTask({ title: 't', card: [] as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
       ['card that is a string', () => tm.createTask({ title: 't', card: 'x' as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
       ['card over the limit', () => tm.createTask({ title: 't', card: { blob: 'x'.repeat(LIMITS.cardBytes) } }, operator), 'VALIDATION_FAILED'],
