@@ -67,8 +67,8 @@ async function wakeupsOf(tm: ReturnType<typeof freshManager>): Promise<(fn: () =
   onTestFinished(() => listener.end());
   const names = new Map([
     [conn.channel, 'every'],
-    [`${conn.channel}_w${wakeBucket('default')}`, 'default'],
-    [`${conn.channel}_wany`, 'any'],
+    [`${conn.channel}$w${wakeBucket('default')}`, 'default'],
+    [`${conn.channel}$wany`, 'any'],
   ]);
   const heard: Array<{ channel: string; payload: string }> = [];
   listener.on('notification', (n) => heard.push({ channel: n.channel, payload: n.payload ?? '' }));
@@ -218,7 +218,7 @@ describe('round trips on PostgreSQL', () => {
     const tm = freshManager({ path: url });
     const wakeups = await wakeupsOf(tm);
     let first!: { id: number };
-    // Its longest channel (`…_wany`) has 59 characters: pg_notify would refuse one over 63.
+    // Its longest channel (`…$wany`) has 59 characters: pg_notify would refuse one over 63.
     expect(await wakeups(async () => void ({ task: first } = await tm.createTask({ title: 'first' }, operator)))).toEqual(['default', 'any']);
     expect(await wakeups(() => tm.createTask({ title: 'after', dependsOn: [first.id] }, operator))).toEqual(['default', 'any']);
     const c = (await tm.claimTask({ agent: agent.id, taskId: first.id, start: true }))!;

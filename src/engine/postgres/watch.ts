@@ -5,9 +5,9 @@
  * (bench:pg: the bare floor with NOTIFY on each commit drains at 0.59x the floor):
  * - `work` (claimers): woken by the NOTIFY a writer sends only when its commit may have made
  *   a task claimable (claims.ts `workWakeOf`), no payload; a burst wakes them once. A create
- *   notifies its queue's bucket's channel (`taskloop_<schema>_w<bucket>`) and the channel of
- *   claimers of any queue (`…_wany`), which only those LISTEN to; a move back to pending and a
- *   freed dependent notify `taskloop_<schema>`, which every claimer hears. So a claimer that
+ *   notifies its queue's bucket's channel (`taskloop_<schema>$w<bucket>`) and the channel of
+ *   claimers of any queue (`…$wany`, which the followers hear too); a move back to pending and
+ *   a freed dependent notify `taskloop_<schema>`, which every claimer hears. So a claimer that
  *   names its queue is not woken by creates in other queues.
  * - `all` (followers of the log, waiters for an outcome): woken by those NOTIFYs and by a
  *   poll of the event sequence every `followMs` while they are subscribed, so a claim or a
@@ -36,17 +36,25 @@ export interface PgWatcher {
 /** The SQL a write runs (inside its transaction) when it changed a control: wakes the runs' control watchers. */
 export const NOTIFY_CONTROLS = "SELECT pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), '_controls'), '')";
 
-/** The `work` key of claimers of any queue (channel `…_wany`); the others' key is their queue's bucket. */
+/** The `work` key of claimers of any queue (channel `…$wany`); the others' key is their queue's bucket. */
 const ANY = 'any';
+/**
+ * Between the store's channel and a work key. A schema name cannot hold a `$` (connection.ts
+ * SCHEMA), so no schema's own channel is another's work channel (`<s>_wany`'s would be `<s>`'s
+ * `_wany`); in an unquoted identifier it is a plain character, and the `w` after it keeps a
+ * bucket that starts with a digit from reading as a parameter (`$1f`).
+ */
+const WORK_MARK = '$w';
 
 /**
  * The suffixes (after `taskloop_<schema>`) of the channels a wake of claimers notifies: the
- * one every claimer hears, or the buckets of the queues and the channel of claimers of any.
+ * one every claimer hears, or the buckets of the queues and the channel of claimers of any
+ * queue (which the followers of the log hear too).
  */
 export function workChannels(work: WorkWake | undefined): string[] {
   if (work === undefined) return [];
   if (work.all) return [''];
-  return [...[...wakeBuckets(work.queues)].map((b) => `_w${b}`), `_w${ANY}`];
+  return [...[...wakeBuckets(work.queues)].map((b) => `${WORK_MARK}${b}`), `${WORK_MARK}${ANY}`];
 }
 
 export interface PgWatchOptions {
@@ -87,20 +95,33 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
   const workCount = () => [...workers.values()].reduce((n, f) => n + f.set.size, 0);
   const size = () => topics.all.set.size + workCount() + topics.controls.set.size;
   const controlsChannel = `${conn.channel}_controls`;
-  const keyOf = (channel: string): string | undefined => (channel.startsWith(`${conn.channel}_w`) ? channel.slice(conn.channel.length + 2) : undefined);
+  const workPrefix = `${conn.channel}${WORK_MARK}`;
+  const keyOf = (channel: string): string | undefined => (channel.startsWith(workPrefix) ? channel.slice(workPrefix.length) : undefined);
   /** Wakes the claimers of `key` (every claimer without one) and the followers. */
   const fireWork = (key?: string) => {
     for (const [k, f] of workers) if (key === undefined || k === key) f.fire();
     topics.all.fire();
   };
-  const listenTo = (key: string) => `LISTEN ${conn.channel}_w${key}`;
+  const listenTo = (key: string) => `LISTEN ${workPrefix}${key}`;
   const listened = new Set<string>(); // the keys the listener up now LISTENs to
-  /** LISTENs to the keys the listener does not yet (a wake before it lands is the poll's). */
+  /**
+   * LISTENs to the keys the listener does not yet, then wakes their claimers once: a create
+   * that committed after their first look and before the LISTEN landed was heard by no one.
+   */
   const listenNew = (): void => {
+    const c = client;
     const fresh = [...workers.keys()].filter((k) => !listened.has(k));
-    if (client === undefined || fresh.length === 0) return;
+    if (c === undefined || fresh.length === 0) return;
     for (const k of fresh) listened.add(k);
-    client.query(fresh.map(listenTo).join('; ')).catch(() => undefined);
+    c.query(fresh.map(listenTo).join('; ')).then(
+      () => {
+        for (const k of fresh) workers.get(k)?.fire();
+      },
+      () => {
+        // Not listening after all: tried again with the next new key or the next connection.
+        if (client === c) for (const k of fresh) listened.delete(k);
+      },
+    );
   };
   let client: pg.Client | undefined;
   let connecting: Promise<void> | undefined;
@@ -124,6 +145,17 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
     settle.unref();
   };
 
+  let reopen: NodeJS.Timeout | undefined;
+  /** A new LISTEN connection shortly after one dropped, not at the next tick (pollMs away). */
+  function reopenSoon(): void {
+    if (reopen !== undefined || closed) return;
+    reopen = setTimeout(() => {
+      reopen = undefined;
+      if (running) openListener();
+    }, 100);
+    reopen.unref();
+  }
+
   function openListener(): void {
     if (!listen || client !== undefined || connecting !== undefined || closed) return;
     connecting = (async () => {
@@ -133,17 +165,23 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
         topics.controls.fire();
         topics.all.fire(); // a control change is a commit too
       });
+      let dead = false;
       c.on('error', () => {
-        // Dropped: the poll covers the gap; a new connection is opened at the next poll.
-        if (client === c) client = undefined;
+        // Dropped: the poll covers the gap, and a new connection is opened in a moment.
+        dead = true;
+        if (client === c) {
+          client = undefined;
+          reopenSoon();
+        }
         c.end().catch(() => undefined);
       });
       try {
         await c.connect();
         const keys = [...workers.keys()];
-        await c.query([`LISTEN ${conn.channel}`, `LISTEN ${controlsChannel}`, ...keys.map(listenTo)].join('; '));
+        // `…$wany` always: every create notifies it, so the followers hear creates at once too.
+        await c.query([`LISTEN ${conn.channel}`, `LISTEN ${controlsChannel}`, listenTo(ANY), ...keys.filter((k) => k !== ANY).map(listenTo)].join('; '));
         listened.clear();
-        for (const k of keys) listened.add(k);
+        for (const k of [ANY, ...keys]) listened.add(k);
       } catch (err) {
         opts.log?.(`${conn.location.display}: LISTEN failed (${String((err as Error).message ?? err)}); polling every ${pollMs} ms`);
         c.end().catch(() => undefined);
@@ -152,9 +190,9 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       // Kept while the watcher runs (its poll), subscribers or not: a caller that subscribes
       // anew for each wait (a tail, a claimer) has none at some instants, and closing then
       // left it to the poll's second (pickup p50 was 988 ms with one consumer).
-      if (closed || !running) return void c.end().catch(() => undefined);
+      if (closed || !running || dead) return void c.end().catch(() => undefined);
       client = c;
-      listenNew(); // keys subscribed while it connected
+      listenNew(); // keys subscribed while it connected (woken once their LISTEN lands)
       fireWork(); // anything committed while the listener was not there yet
       topics.controls.fire();
     })()
@@ -225,6 +263,8 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
 
   function stop(): void {
     running = false;
+    if (reopen !== undefined) clearTimeout(reopen);
+    reopen = undefined;
     if (settle !== undefined) clearTimeout(settle);
     settle = undefined;
     if (timer !== undefined) clearTimeout(timer);
