@@ -9,7 +9,7 @@ export const ERROR_CODES = {
   VALIDATION_FAILED: 'The input is malformed: a wrong type, a missing field, a value out of range or over a size limit.',
   STALE_CLAIM: 'The claim token is not the task\'s current one: the lease was lost and the task reclaimed.',
   DEPENDENCY_CYCLE: 'The dependencies given would form a cycle.',
-  STORE_BUSY: 'The database stayed locked through every retry; nothing was written.',
+  STORE_BUSY: 'The database stayed locked through every retry, or cancelled the statement (PostgreSQL: statement_timeout, lock_timeout); nothing was written.',
   RUN_NOT_FOUND: 'No run has the given id.',
   APPROVAL_NOT_FOUND: 'No approval has the given id.',
   TOOL_FAILED: 'A tool call failed for a reason of its own; the message names the tool and the cause.',

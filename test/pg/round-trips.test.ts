@@ -354,6 +354,34 @@ describe('the commit’s round trip when its write fails', () => {
     expect(events).toHaveLength(1);
     expect((await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned').length).toBe(before.events.filter((e) => e.type === 'task.transitioned').length + 1);
   });
+  it('a statement cancelled by the server (statement_timeout, pg_cancel_backend) fails its call with STORE_BUSY and writes nothing: a create in one statement and a move', async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    // A row whose title or reason is 'cancel me' cancels the statement writing it.
+    for (const [table, test] of [
+      ['tasks', "NEW.title = 'cancel me'"],
+      ['task_events', "NEW.data::jsonb->>'reason' = 'cancel me'"],
+    ]) {
+      await execSql(
+        tm,
+        `CREATE FUNCTION cancel_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+           IF ${test} THEN PERFORM pg_cancel_backend(pg_backend_pid()); PERFORM pg_sleep(5); END IF;
+           RETURN NEW; END $$`,
+      );
+      await execSql(tm, `CREATE TRIGGER cancel_me BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION cancel_${table}()`);
+    }
+    const before = await tm.stats();
+    expect(await codeOf(tm.createTask({ title: 'cancel me' }, operator))).toBe('STORE_BUSY');
+    expect(await tm.stats()).toEqual(before);
+    const { task } = await tm.createTask({ title: 'one' }, operator);
+    const claimed = (await tm.claimTask({ agent: agent.id, taskId: task.id, start: true }))!;
+    const held = await tm.getTask(task.id);
+    const move = (reason: string) => tm.transitionTask({ taskId: task.id, to: 'review', actor: agent, claimToken: claimed.claimToken, reason });
+    expect(await codeOf(move('cancel me'))).toBe('STORE_BUSY');
+    expect(await tm.getTask(task.id)).toEqual(held);
+    expect((await move('fine')).state).toBe('review');
+  });
+
   it('a backend that dies mid-transaction fails that call with STORE_UNAVAILABLE and writes nothing; the process lives on and the next call works', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());

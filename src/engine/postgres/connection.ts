@@ -366,7 +366,10 @@ function faultOf(err: unknown): ErrorCode | undefined {
   if (isConnectionError(err)) return 'STORE_UNAVAILABLE';
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return undefined;
-  if (code === '28P01' || code === '28000' || code === '53300') return 'STORE_UNAVAILABLE';
+  if (code === '28P01' || code === '28000' || code === '53300' || code.startsWith('57P')) return 'STORE_UNAVAILABLE';
+  // A statement cancelled (statement_timeout, pg_cancel_backend) or a lock not had in time
+  // (lock_timeout): the transaction is rolled back, nothing was written, try again later.
+  if (code === '57014' || code === '55P03') return 'STORE_BUSY';
   if (code === '3D000') return 'STORE_NOT_FOUND';
   if (code === '53100') return 'STORE_FULL';
   if (code === '25006' || code === '42501') return 'STORE_READONLY';
