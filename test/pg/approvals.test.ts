@@ -15,7 +15,7 @@ import { claimTask } from '../../src/engine/postgres/claim.js';
 import { pgControls } from '../../src/engine/postgres/controls.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
 import { agent, codeOf, fakeClock, freshManager, operator, waitFor } from '../helpers.js';
-import { type Manager, behindLock, second, sql, storeOf } from './race.js';
+import { type Manager, behindLock, forcedRounds, second, sql, storeOf } from './race.js';
 
 const USAGE: Usage = { steps: 1, writeCalls: 0, pending: 0, tokens: 5, cost: 0, consecutiveFailures: 0 };
 const reviewer: Actor = { id: 'rita', role: 'reviewer' };
@@ -169,6 +169,7 @@ describe('approvals on PostgreSQL', () => {
     const clock = fakeClock();
     const tm = freshManager({ clock });
     const other = second(tm, clock);
+    const forced = forcedRounds();
     for (let round = 0; round < 3; round++) {
       const { taskId, fence, input } = await runningTask(tm);
       const { id } = (await park(tm, fence, input)).value;
@@ -176,6 +177,7 @@ describe('approvals on PostgreSQL', () => {
         decide(storeOf(tm), id, operator, true),
         decide(other, id, reviewer, false),
       ]);
+      forced.add(results);
       const won = results.filter((r) => r.status === 'fulfilled');
       expect(won).toHaveLength(1);
       const state = (won[0] as PromiseFulfilledResult<{ value: Approval }>).value.value.state;
@@ -185,12 +187,14 @@ describe('approvals on PostgreSQL', () => {
       expect(await sql(tm, "SELECT count(*)::int AS n FROM task_events WHERE type = 'task.transitioned' AND data::jsonb->>'to' = 'pending' AND task_id = $1", [taskId])).toEqual([{ n: 1 }]);
       expect((await tm.getTask(taskId)).attempts).toBe(0);
     }
+    expect(forced.n, 'rounds in which both deciders waited for the same lock').toBeGreaterThan(0);
   });
 
   it('expiry racing a decision: one of them decides the approval, the other does nothing', async () => {
     const clock = fakeClock();
     const tm = freshManager({ clock });
     const other = second(tm, clock);
+    const forced = forcedRounds();
     const outcomes = new Set<string>();
     for (let round = 0; round < 4; round++) {
       const { taskId, fence, input } = await runningTask(tm);
@@ -199,7 +203,9 @@ describe('approvals on PostgreSQL', () => {
         decide(storeOf(tm), id, operator, true),
         other.write('expire approvals', (q, now, ev) => pgApprovals.expire(q, now, ev)),
       ];
-      const [decided, expired] = await behindLock(tm, 'SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', [taskId], racers);
+      const raced = await behindLock(tm, 'SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', [taskId], racers);
+      forced.add(raced);
+      const [decided, expired] = raced;
       const state = (await pgApprovals.get(storeOf(tm).conn.query, id)).state;
       if (state === 'approved') {
         expect(decided!.status).toBe('fulfilled');
@@ -214,6 +220,7 @@ describe('approvals on PostgreSQL', () => {
       expect((await tm.getTask(taskId)).state).toBe('pending');
     }
     expect([...outcomes].every((o) => o === 'approved' || o === 'expired')).toBe(true);
+    expect(forced.n, 'rounds in which the decision and the expiry waited for the same lock').toBeGreaterThan(0);
   });
 });
 

@@ -8,7 +8,7 @@ import { pgBreakers } from '../../src/engine/postgres/breakers.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
 import type { TaskEvent } from '../../src/engine/types.js';
 import { fakeClock, freshManager, operator } from '../helpers.js';
-import { behindLock, second, sql, storeOf } from './race.js';
+import { behindLock, forcedRounds, second, sql, storeOf } from './race.js';
 
 const POLICY = { threshold: 3, cooldownMs: 1_000, probeTimeoutMs: 500 };
 const eventTypes = (events: TaskEvent[]) => events.map((e) => e.type);
@@ -71,9 +71,11 @@ describe('tool breakers on PostgreSQL', () => {
     const other = second(tm, clock);
     const acquire = (s: PgTaskStore) => s.write('breaker', (q, now, ev) => pgBreakers.acquire(q, 'shell', POLICY, now, ev));
     for (let i = 0; i < 3; i++) await storeOf(tm).write('breaker', (q, now, ev) => pgBreakers.record(q, 'shell', false, POLICY, null, now, ev));
+    const forced = forcedRounds();
     for (let round = 0; round < 3; round++) {
       clock.advance(POLICY.cooldownMs);
       const results = await behindLock(tm, 'SELECT 1 FROM tool_breakers WHERE tool = $1 FOR UPDATE', ['shell'], () => [acquire(storeOf(tm)), acquire(other)]);
+      forced.add(results);
       const verdicts = results.map((r) => (r as PromiseFulfilledResult<{ value: { probe: boolean; allowed: boolean } }>).value.value);
       expect(verdicts.filter((v) => v.probe)).toHaveLength(1);
       expect(verdicts.filter((v) => v.allowed)).toHaveLength(1);
@@ -81,6 +83,7 @@ describe('tool breakers on PostgreSQL', () => {
       await other.write('breaker', (q, now, ev) => pgBreakers.record(q, 'shell', false, POLICY, null, now, ev));
     }
     expect(await sql(tm, "SELECT count(*)::int AS n FROM task_events WHERE type = 'breaker.half_opened'")).toEqual([{ n: 3 }]);
+    expect(forced.n, 'rounds in which both acquirers waited for the same lock').toBeGreaterThan(0);
   });
 
   it('two processes counting failures of a new tool at once lose no count', async () => {
