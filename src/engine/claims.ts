@@ -12,19 +12,12 @@ import type { TaskRow } from './task-rows.js';
 import type { ClaimInput, TaskEvent } from './types.js';
 
 /**
- * Whether a commit with these events may have made a task claimable (created, or moved back
- * to pending): the commits that wake claimers (a NOTIFY on PostgreSQL, a wake file on
- * SQLite). A dependency's completion that freed its dependents wakes them too, decided by the
- * store's own write (it knows whether it freed one). A claim, a step or a completion with no
- * dependents wakes nobody: on PostgreSQL NOTIFY serializes commits server-wide, on SQLite each
- * wake costs every claimer of every process a look.
- */
-export function wakesClaimers(events: readonly TaskEvent[]): boolean {
-  return events.some((e) => (e.data as { to?: unknown }).to === 'pending');
-}
-
-/**
- * Which claimers a commit wakes: those of every queue (`all`), or only those of `queues`.
+ * Which claimers a commit wakes (a NOTIFY on PostgreSQL, a wake file on SQLite), if any: only
+ * a commit that may have made a task claimable (created, or moved back to pending) wakes
+ * them, and a dependency's completion that freed its dependents (`forced`: the store's own
+ * write knows whether it freed one). A claim, a step or a completion with no dependents wakes
+ * nobody: on PostgreSQL NOTIFY serializes commits server-wide, on SQLite each wake costs a
+ * claimer a look. Those it wakes: the claimers of every queue (`all`), or only of `queues`.
  * A create names its task's queue in its event, so it wakes that queue's claimers alone (an
  * idle worker of another queue no longer looks after every create anywhere); a move back to
  * pending and a freed dependent (`forced`: the store's own write knew it freed one) do not,

@@ -16,6 +16,7 @@ import { wakeBucket } from '../../src/engine/claims.js';
 import { WAKE_RETRY_MS, wakeFile } from '../../src/engine/sqlite/wake-files.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
+import { counter, wokeAfter } from '../wake-helpers.js';
 
 const run = promisify(execFile);
 const FIXTURE = join(ROOT, 'test/fixtures/sqlite-write.mjs');
@@ -44,19 +45,6 @@ async function startedTask(title: string) {
   return { path, s, tm, runs, claim };
 }
 
-/** A subscriber's wake count, and a wait for it to move past a mark. */
-function counter() {
-  const c = { n: 0, hit: () => void c.n++ };
-  return c;
-}
-async function wokeAfter(c: { n: number }, mark: number, ms = 3000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (c.n > mark) return true;
-    await sleep(10);
-  }
-  return c.n > mark;
-}
 /** The wake file a create in the default queue signals (its bucket's: claims.ts wakeBucket). */
 const workFile = (path: string) => wakeFile(path, 'work', wakeBucket('default'));
 // After the writing process has exited, its file events have long arrived; this settles them.

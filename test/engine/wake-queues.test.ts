@@ -10,16 +10,8 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { wakeBucket } from '../../src/engine/claims.js';
 import { freshManager, operator } from '../helpers.js';
 import { openTaskStore } from '../stores.js';
+import { counter, wokeAfter } from '../wake-helpers.js';
 
-function counter() {
-  const c = { n: 0, hit: () => void c.n++ };
-  return c;
-}
-async function wokeAfter(c: { n: number }, mark: number, ms = 5000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until && c.n <= mark) await sleep(10);
-  return c.n > mark;
-}
 /** Long enough for a wake-up that was coming to have come. */
 const SETTLE_MS = 300;
 
@@ -44,15 +36,15 @@ describe('wake-ups by queue', () => {
     let j = jobs.n;
     let a = any.n;
     await tm.createTask({ title: 'a letter', queue: 'mail' }, operator);
-    expect(await wokeAfter(any, a), 'a watcher of no queue hears a create in any').toBe(true);
+    expect(await wokeAfter(any, a, 5000), 'a watcher of no queue hears a create in any').toBe(true);
     await sleep(SETTLE_MS);
     expect(jobs.n, "a create in 'mail' does not wake the claimer of 'jobs'").toBe(j);
 
     j = jobs.n;
     a = any.n;
     const { task } = await tm.createTask({ title: 'a job', queue: 'jobs' }, operator);
-    expect(await wokeAfter(jobs, j), "a create in 'jobs' wakes its claimer").toBe(true);
-    expect(await wokeAfter(any, a)).toBe(true);
+    expect(await wokeAfter(jobs, j, 5000), "a create in 'jobs' wakes its claimer").toBe(true);
+    expect(await wokeAfter(any, a, 5000)).toBe(true);
 
     const claim = (await tm.claimTask({ agent: 'a1', queue: 'jobs', taskId: task.id }))!;
     await tm.createTask({ title: 'held', queue: 'mail' }, operator);
@@ -61,7 +53,7 @@ describe('wake-ups by queue', () => {
     j = jobs.n;
     // Given back to pending: its event names no queue, so every queue's claimers look.
     await tm.transitionTask({ taskId: held.id, to: 'pending', actor: { id: 'a1', role: 'agent' }, claimToken: held.claimToken });
-    expect(await wokeAfter(jobs, j), "a task of 'mail' given back wakes the claimer of 'jobs' too").toBe(true);
+    expect(await wokeAfter(jobs, j, 5000), "a task of 'mail' given back wakes the claimer of 'jobs' too").toBe(true);
     expect(claim.id).toBe(task.id);
   });
 });

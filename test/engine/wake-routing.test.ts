@@ -7,7 +7,7 @@
  * hostile review of session 14; the folder-watch case failed on its first version.)
  */
 import { execFile } from 'node:child_process';
-import { readFileSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -15,6 +15,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { MAX_QUEUE_WAKES, wakeBucket } from '../../src/engine/claims.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
+import { counter, inotifyInodes, wokeAfter } from '../wake-helpers.js';
 
 const run = promisify(execFile);
 const FIXTURE = join(ROOT, 'test/fixtures/sqlite-write.mjs');
@@ -31,15 +32,6 @@ function store(path: string): SqliteTaskStore {
   open.push(s);
   return s;
 }
-function counter() {
-  const c = { n: 0, hit: () => void c.n++ };
-  return c;
-}
-async function wokeAfter(c: { n: number }, mark: number, ms = 3000): Promise<boolean> {
-  const until = Date.now() + ms;
-  while (Date.now() < until && c.n <= mark) await sleep(10);
-  return c.n > mark;
-}
 /** `n` queues whose buckets differ from each other's and from `avoid`'s. */
 function queuesOfOtherBuckets(n: number, avoid: string[]): string[] {
   const taken = new Set(avoid.map(wakeBucket));
@@ -48,19 +40,6 @@ function queuesOfOtherBuckets(n: number, avoid: string[]): string[] {
     if (taken.has(wakeBucket(`q${i}`))) continue;
     taken.add(wakeBucket(`q${i}`));
     out.push(`q${i}`);
-  }
-  return out;
-}
-/** The inodes this process's inotify watches are on (libuv's inotify fd, /proc/self/fdinfo). */
-function inotifyInodes(): number[] {
-  const out: number[] = [];
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      if (readlinkSync(`/proc/self/fd/${fd}`) !== 'anon_inode:inotify') continue;
-      for (const m of readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').matchAll(/inotify wd:\S+ ino:([0-9a-f]+)/g)) out.push(parseInt(m[1]!, 16));
-    } catch {
-      // closed meanwhile
-    }
   }
   return out;
 }

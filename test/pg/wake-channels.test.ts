@@ -18,6 +18,7 @@ import { type PgTaskStore, createPgStore } from '../../src/engine/postgres/task-
 import { createWorker } from '../../src/workers/create-worker.js';
 import { operator, tempDir } from '../helpers.js';
 import { newDatabase } from '../stores.js';
+import { counter } from '../wake-helpers.js';
 
 const HOUR = 3_600_000;
 const schemaOf = (url: string) => new URL(url).searchParams.get('schema')!;
@@ -63,10 +64,6 @@ async function within(check: () => boolean, ms: number): Promise<number | undefi
     await sleep(1);
   }
   return performance.now() - start;
-}
-function counter() {
-  const c = { n: 0, at: [] as number[], hit: () => void (c.n++, c.at.push(performance.now())) };
-  return c;
 }
 /** A createWorker of `queue` on `store` that naps an hour: only a wake-up makes it look. */
 async function worker(store: PgTaskStore, queue: string) {

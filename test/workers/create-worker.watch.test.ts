@@ -5,13 +5,14 @@
  * data_version poll is set to an hour and the lease to two minutes (the holder's beat, a third
  * of it, looks too): only the watch can hear the cancel in time.
  */
-import { readFileSync, readdirSync, readlinkSync, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it, onTestFinished } from 'vitest';
 import { type SqliteTaskStore, createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { createWorker } from '../../src/workers/create-worker.js';
 import { operator, tempDir } from '../helpers.js';
+import { inotifyInodes } from '../wake-helpers.js';
 
 const open: SqliteTaskStore[] = [];
 afterEach(async () => {
@@ -29,18 +30,6 @@ async function until(what: string, check: () => boolean, ms = 3000): Promise<voi
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
     await sleep(5);
   }
-}
-function inotifyInodes(): number[] {
-  const out: number[] = [];
-  for (const fd of readdirSync('/proc/self/fd')) {
-    try {
-      if (readlinkSync(`/proc/self/fd/${fd}`) !== 'anon_inode:inotify') continue;
-      for (const m of readFileSync(`/proc/self/fdinfo/${fd}`, 'utf8').matchAll(/inotify wd:\S+ ino:([0-9a-f]+)/g)) out.push(parseInt(m[1]!, 16));
-    } catch {
-      // closed meanwhile
-    }
-  }
-  return out;
 }
 
 describe('createWorker: the held tasks’ watch', () => {
