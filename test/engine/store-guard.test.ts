@@ -10,7 +10,17 @@ import { cli, spawnCli } from '../cli/helpers.js';
 import { operator, tempDir, waitFor } from '../helpers.js';
 import { TEST_TOOLS, daemonCard, startDaemonProcess } from '../workers/daemon-helpers.js';
 
-const CODED = /^taskloop: STORE_[A-Z_]+: /;
+/**
+ * The code of a `--json` CLI call's refusal: its stderr is one line, `{"error":{"code","message"}}`
+ * (src/cli/main.ts), the code a store fault's.
+ */
+function storeCodeOf(stderr: string): string {
+  expect(stderr.trim().split('\n'), stderr).toHaveLength(1);
+  const { error } = JSON.parse(stderr) as { error: { code: string; message: string } };
+  expect(error.code, stderr).toMatch(/^STORE_[A-Z_]+$/);
+  expect(error.message, stderr).not.toMatch(/\[object Object\]|SqliteError|\n/);
+  return error.code;
+}
 
 async function rejection(p: Promise<unknown>): Promise<unknown> {
   return p.then(() => new Error('expected a refusal'), (e: unknown) => e);
@@ -88,6 +98,9 @@ describe('the store guards its file', () => {
     const r = await cli(path, 'task', 'create', '--title', 'c');
     expect(r.code).toBe(1);
     expect(r.stderr).toMatch(/^taskloop: STORE_REPLACED: open on .*-wal is missing/);
+    const asJson = await cli(path, '--json', 'task', 'create', '--title', 'c');
+    expect(asJson.code).toBe(1);
+    expect(storeCodeOf(asJson.stderr)).toBe('STORE_REPLACED');
     expect(existsSync(`${path}-wal`), 'no second log was started').toBe(false);
 
     // The live connection still holds the log; closing it folds the log back into the file.
@@ -121,12 +134,11 @@ describe('the store guards its file', () => {
     expect(daemon.lines.at(-1)).toMatch(/^taskloop: STORE_REPLACED: /);
     expect(daemon.lines.join('\n')).not.toMatch(/\[object Object\]|INTERNAL|SqliteError|\n\s+at /);
 
-    for (const c of creates.filter((x) => x.stderr !== undefined)) expect(c.stderr, c.title).toMatch(CODED);
     const after = await contents(path);
     expect(after.integrity).toBe('ok');
     const acknowledged = creates.filter((c) => c.id !== undefined);
     expect(acknowledged.length).toBeGreaterThan(4);
-    const refused = creates.filter((c) => c.stderr !== undefined).map((c) => c.stderr!.split(':')[1]!.trim());
+    const refused = creates.filter((c) => c.stderr !== undefined).map((c) => storeCodeOf(c.stderr!));
     console.log(`-wal deleted under a daemon: ${acknowledged.length} creates acknowledged (all in the file), ${refused.length} refused (${[...new Set(refused)].join(', ') || 'none'})`);
     for (const c of acknowledged) expect(after.titles.get(c.id!), `${c.title} (task ${c.id})`).toBe(c.title);
   });
