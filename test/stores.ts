@@ -68,13 +68,20 @@ export function portsOf(tm: { store: TaskStore }): { runs: RunStore; schedules: 
  * repeat). Keep to SQL both accept.
  */
 export async function execSql(tm: { store: TaskStore }, sql: string, params: unknown[] = []): Promise<void> {
+  await querySql(tm, sql, params);
+}
+
+/** Like execSql, with the rows the statement returns (a test reads a column no port shows). */
+export async function querySql<R = Record<string, unknown>>(tm: { store: TaskStore }, sql: string, params: unknown[] = []): Promise<R[]> {
   if (STORE_KIND === 'sqlite') {
     const { db } = tm.store as Parameters<typeof createSqliteRunStore>[0];
     const order: unknown[] = [];
     const text = sql.replace(/\$(\d+)/g, (_, n: string) => (order.push(params[Number(n) - 1]), '?'));
-    db.prepare(text).run(...order);
-    return;
+    const statement = db.prepare(text);
+    if (statement.reader) return statement.all(...order) as R[];
+    statement.run(...order);
+    return [];
   }
   const store = tm.store as Parameters<typeof createPgRunStore>[0];
-  await store.read(() => store.conn.query(sql, params));
+  return store.read(() => store.conn.query(sql, params)) as Promise<R[]>;
 }

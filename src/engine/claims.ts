@@ -84,27 +84,44 @@ export function checkClaimTarget(row: TaskRow | undefined, input: ClaimInput, no
   return row;
 }
 
+/** The data of a claim's `task.claimed` event. */
+export const claimedData = (attempt: number, leaseExpiresAt: number): Record<string, unknown> => ({
+  from: 'pending',
+  to: 'claimed',
+  attempt,
+  lease_expires_at: leaseExpiresAt,
+});
+
+/** The data of the `task.transitioned` event of a claim that starts its task (`start`). */
+export const startedData = (): Record<string, unknown> => ({ from: 'claimed', to: 'in_progress' });
+
+/** What a claim by `input` sets whatever the row held: the state it leaves, the lease and a fresh token. */
+export function claimTerms(input: ClaimInput): { state: 'claimed' | 'in_progress'; leaseMs: number; token: string } {
+  return { state: input.start === true ? 'in_progress' : 'claimed', leaseMs: input.leaseMs ?? DEFAULT_LEASE_MS, token: randomUUID() };
+}
+
 /**
  * Takes the claim on `row` (as read in the claiming transaction): asks the state machine,
  * then sets the lease columns on the row in place and returns the claim's events (ids 0
- * until written) and its fresh token.
+ * until written) and its fresh token. A store that claims a picked task in one statement
+ * (PostgreSQL's claim.ts claimOne) writes the same from `claimTerms`, `claimedData` and
+ * `startedData`: a picked task is pending, and an agent may claim any pending task.
  */
 export function takeClaim(row: TaskRow, input: ClaimInput, now: number): { token: string; events: TaskEvent[] } {
   const verdict = checkClaim({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee }, asAgent(input.agent));
   if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
-  const token = randomUUID();
-  const lease = input.leaseMs ?? DEFAULT_LEASE_MS;
-  row.state = input.start === true ? 'in_progress' : 'claimed';
+  const { state, leaseMs, token } = claimTerms(input);
+  row.state = state;
   row.assignee = input.agent;
   row.claim_token = token;
   row.attempts += 1;
-  row.lease_ms = lease;
-  row.lease_expires_at = now + lease;
+  row.lease_ms = leaseMs;
+  row.lease_expires_at = now + leaseMs;
   row.stale_since = null;
   row.updated_at = now;
   if (input.workerId !== undefined) row.worker_id = input.workerId;
   const event = (type: string, data: Record<string, unknown>): TaskEvent => ({ id: 0, taskId: row.id, type, actor: input.agent, actorRole: 'agent', data, createdAt: now });
-  const events = [event('task.claimed', { from: 'pending', to: 'claimed', attempt: row.attempts, lease_expires_at: row.lease_expires_at })];
-  if (input.start === true) events.push(event('task.transitioned', { from: 'claimed', to: 'in_progress' }));
+  const events = [event('task.claimed', claimedData(row.attempts, row.lease_expires_at))];
+  if (input.start === true) events.push(event('task.transitioned', startedData()));
   return { token, events };
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createTaskManager } from '../../src/engine/index.js';
-import { openTaskStore } from '../stores.js';
+import { execSql, openTaskStore, querySql } from '../stores.js';
 import { agent, fakeClock, freshManager, operator, system } from '../helpers.js';
 
 describe('claiming', () => {
@@ -109,5 +109,52 @@ describe('claiming', () => {
     await expect(tm.store.claimable({ agent: '' })).rejects.toMatchObject({ code: 'VALIDATION_FAILED' });
     expect((await tm.claimTask({ agent: 'b', queue: 'q' }))?.id).toBe(task.id);
     expect(await tm.store.claimable({ agent: 'b', queue: 'q' })).toBe(false);
+  });
+
+  it('a claim of the next task writes what a claim of the same kind of task by its id writes: row, events (in order, ids and text), and what the bus is told', async () => {
+    // On PostgreSQL the first is one statement written apart from takeClaim (claim.ts claimOne).
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const told: Array<{ id: number; type: string; data: string }> = [];
+    tm.bus.on('*', (e) => told.push({ id: e.id, type: e.type, data: JSON.stringify(e.data) }));
+    const seen = async (id: number) =>
+      (await tm.getTask(id)).events.filter((e) => e.type !== 'task.created').map((e) => ({ id: e.id, type: e.type, data: JSON.stringify(e.data), actor: `${e.actorRole}:${e.actor}`, at: e.createdAt }));
+    const shape = (t: Record<string, unknown>) => {
+      const { id: _id, title: _title, priority: _priority, claimToken: _token, createdAt: _created, ...rest } = t;
+      return rest;
+    };
+    for (const [start, workerId] of [[true, 'worker-7'], [false, undefined]] as const) {
+      // Each task has been claimed once already and given back, so its attempt is the second
+      // and its earlier worker id is on the row.
+      const [a, b] = (await tm.createTasks([{ title: 'next' }, { title: 'named', priority: -1 }], operator)).map((r) => r.task);
+      for (const t of [a!, b!]) {
+        const first = (await tm.claimTask({ agent: 'earlier', taskId: t.id, workerId: 'worker-1' }))!;
+        await tm.transitionTask({ taskId: t.id, to: 'pending', actor: agent('earlier'), claimToken: first.claimToken });
+      }
+      // A worker id left on a pending row (no port writes one): a claim without its own keeps it.
+      await execSql(tm, "UPDATE tasks SET worker_id = 'worker-old' WHERE id IN ($1, $2)", [a!.id, b!.id]);
+      clock.advance(1000);
+      told.length = 0;
+      const next = (await tm.claimTask({ agent: 'w', start, leaseMs: 7000, workerId }))!;
+      const byId = (await tm.claimTask({ agent: 'w', taskId: b!.id, start, leaseMs: 7000, workerId }))!;
+      expect(next.id).toBe(a!.id);
+      expect(next).toMatchObject({ state: start ? 'in_progress' : 'claimed', assignee: 'w', attempts: 2, leaseExpiresAt: clock.now() + 7000, updatedAt: clock.now() });
+      expect(next.claimToken).toMatch(/^[0-9a-f-]{36}$/);
+      expect(next.claimToken).not.toBe(byId.claimToken);
+      expect(shape(next as unknown as Record<string, unknown>)).toEqual(shape(byId as unknown as Record<string, unknown>));
+      // A claim with a worker id writes it; one without keeps the row's.
+      const workers = await querySql<{ worker_id: string | null }>(tm, 'SELECT worker_id FROM tasks WHERE id IN ($1, $2) ORDER BY id', [a!.id, b!.id]);
+      expect(workers.map((r) => r.worker_id)).toEqual([workerId ?? 'worker-old', workerId ?? 'worker-old']);
+
+      const [ofNext, ofById] = [await seen(a!.id), await seen(b!.id)];
+      const strip = (es: typeof ofNext) => es.slice(-(start ? 2 : 1)).map(({ id: _id, ...e }) => e);
+      expect(strip(ofNext)).toEqual(strip(ofById));
+      expect(strip(ofNext)[0]).toEqual({ type: 'task.claimed', data: JSON.stringify({ from: 'pending', to: 'claimed', attempt: 2, lease_expires_at: clock.now() + 7000 }), actor: 'agent:w', at: clock.now() });
+      // The bus was told each event once, with the id the log gave it, in order.
+      const written = [...ofNext.slice(-(start ? 2 : 1)), ...ofById.slice(-(start ? 2 : 1))];
+      expect(told.filter((e) => e.type !== 'task.created')).toEqual(written.map(({ id, type, data }) => ({ id, type, data })));
+      expect(written.map((e) => e.id)).toEqual([...written.map((e) => e.id)].sort((x, y) => x - y));
+      expect(new Set(written.map((e) => e.id)).size).toBe(written.length);
+    }
   });
 });

@@ -1,8 +1,8 @@
 /**
  * Round trips on PostgreSQL, counted (pg.Client#query calls in this process; node-postgres
  * sends one query at a time, so one call is one round trip). A move locks its task with
- * BEGIN and writes its row, its dependents and its events in one statement; a claim writes
- * its row and events in one. The counts are the contract BENCHMARKS.md states; a change that
+ * BEGIN and writes its row, its dependents and its events in one statement; a create and a
+ * claim of the next task are one statement each, outside any transaction. The counts are the contract BENCHMARKS.md states; a change that
  * adds a round trip to the hot path fails here rather than in a benchmark.
  */
 import { spawnSync } from 'node:child_process';
@@ -13,6 +13,7 @@ import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Budget, TransitionInput } from '../../src/engine/index.js';
 import { wakeBucket } from '../../src/engine/claims.js';
+import { claimTask } from '../../src/engine/postgres/claim.js';
 import { literal } from '../../src/engine/postgres/connection.js';
 import { lockOpening } from '../../src/engine/postgres/moves.js';
 import { createPgRunStore } from '../../src/engine/postgres/run-store.js';
@@ -87,7 +88,7 @@ const agent = { id: 'agent-1', role: 'agent' } as const;
 const BUDGET: Budget = { maxSteps: 20, maxFailures: 3, maxWriteCalls: null, maxPending: null, deadlineAt: null, maxTokens: 1000, maxCost: null };
 
 describe('round trips on PostgreSQL', () => {
-  it('a create is 1 round trip, a claim and a move 2 each (lock or pick with BEGIN; one statement for row, dependents and events, pipelined with the COMMIT)', async () => {
+  it('a create and a claim of the next task are 1 round trip each; a claim of a named task and a move 2 (lock with BEGIN; one statement for row, dependents and events, pipelined with the COMMIT)', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
     const { task: first } = await tm.createTask({ title: 'first' }, operator);
@@ -98,13 +99,17 @@ describe('round trips on PostgreSQL', () => {
     // its row and its event in the database's clock and wakes the claimers (2 round trips before).
     const create = await statementsOf(() => tm.createTask({ title: 'second' }, operator), /INSERT INTO tasks/);
     expect(create).toEqual([expect.stringMatching(/^named: WITH c AS \(SELECT coalesce\(\$14::bigint, .*clock_timestamp.*INSERT INTO tasks .*INSERT INTO task_events .*pg_notify/s)]);
+    // A claim of whatever is next: one statement, outside any transaction, picks, claims and
+    // writes its events on one reading of the database's clock (2 round trips before).
     const claim = await statementsOf(() => tm.claimTask({ agent: agent.id, start: true }));
-    expect(tripsOf(claim)).toHaveLength(2);
-    expect(claim[0]).toMatch(/BEGIN; EXECUTE taskloop_pick\(/);
-    // The write, bound (its values are not in the text), then the COMMIT without waiting for it.
-    expect(claim[1]).toMatch(/^named: WITH w0 AS \(UPDATE tasks SET state = \$1, .*INSERT INTO task_events/s);
-    expect(claim[2]).toBe('pipelined: COMMIT');
-    expect(claim.slice(3)).toEqual([]);
+    expect(claim).toEqual([expect.stringMatching(/^named: WITH c AS \(SELECT coalesce\(\$4::bigint, .*clock_timestamp.*FOR UPDATE SKIP LOCKED.*UPDATE tasks t SET .*INSERT INTO task_events/s)]);
+    // A claim of a named task still locks it with BEGIN and writes with the COMMIT.
+    const { task: named } = await tm.createTask({ title: 'named' }, operator);
+    const byId = await statementsOf(() => tm.claimTask({ agent: agent.id, taskId: named.id }));
+    expect(tripsOf(byId)).toHaveLength(2);
+    expect(byId[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+::bigint\)$/);
+    expect(byId[1]).toMatch(/^named: WITH w0 AS \(UPDATE tasks SET state = \$1, .*INSERT INTO task_events/s);
+    expect(byId[2]).toBe('pipelined: COMMIT');
 
     const move = await statementsOf(() =>
       tm.transitionTask({ taskId: claimed!.id, to: 'review', actor: agent, claimToken: claimed!.claimToken, then: [{ to: 'completed', actor: system }] }),
@@ -142,10 +147,10 @@ describe('round trips on PostgreSQL', () => {
   it('statements are prepared once per connection by name; behind a pooler in transaction mode (wakeups=poll) none is', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
-    await tm.createTask({ title: 'one' }, operator);
-    const named = await statementsOf(() => tm.claimTask({ agent: agent.id, start: true }));
-    expect(named.filter((s) => s.includes('named: ')).length).toBe(1); // the write; the pick is EXECUTEd in the opening
-    expect(named[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_pick\(/s);
+    const { task: one } = await tm.createTask({ title: 'one' }, operator);
+    const named = await statementsOf(() => tm.claimTask({ agent: agent.id, taskId: one.id, start: true }));
+    expect(named.filter((s) => s.includes('named: ')).length).toBe(1); // the write; the lock is EXECUTEd in the opening
+    expect(named[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(/s);
 
     const pooled = freshManager({ path: `${tm.path}&wakeups=poll` });
     onTestFinished(() => pooled.close());
@@ -158,7 +163,7 @@ describe('round trips on PostgreSQL', () => {
     expect((await pooled.getTask(task.id)).state).toBe('pending');
   });
 
-  it('a claimer’s names reach the pick’s text only as hex: quotes, backslashes, $$ and Unicode claim exactly their own task', async () => {
+  it('a claimer’s names reach a pick only as hex (in a transaction’s opening, as a daemon’s claim of a run) or bound (a claim of the next task): quotes, backslashes, $$ and Unicode claim exactly their own task', async () => {
     expect(literal("x'); DROP TABLE tasks; --")).toBe(`convert_from(decode('${Buffer.from("x'); DROP TABLE tasks; --").toString('hex')}', 'hex'), 'UTF8')`);
     expect(literal(7)).toBe('7');
     for (const bad of [1.5, Number.NaN, 2 ** 60, {} as unknown as string]) expect(() => literal(bad)).toThrow();
@@ -170,14 +175,23 @@ describe('round trips on PostgreSQL', () => {
     const names = ["o'brien", "x'); DROP TABLE tasks; --", 'back\\slash\\', '$$ dollar $q$', '名前 🚀', "E'\\x41'"];
     const ids = new Map<string, number>();
     for (const n of names) ids.set(n, (await store.createTasks([{ title: `for ${n}`, forAgent: n }], operator)).value[0]!.task.id);
-    for (const n of [...names].reverse()) {
+    for (const [i, n] of [...names].reverse().entries()) {
+      const asRun = i % 2 === 0;
       const statements = await statementsOf(async () => {
-        const got = (await store.claim({ agent: n, start: true })).value;
+        // A pick in a transaction's opening, as a daemon's claim of a run takes it (run-store.ts).
+        const inOpening = () => store.write('claim', (q, now, ev) => claimTask(q, { agent: n, start: true }, now, ev), { pick: { agent: n } });
+        const got = (asRun ? await inOpening() : await store.claim({ agent: n, start: true })).value;
         expect(got?.id).toBe(ids.get(n));
       });
-      expect(statements[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_pick\(convert_from\(decode\('[0-9a-f]+', 'hex'\), 'UTF8'\)::text, convert_from\(decode\('[0-9a-f]+', 'hex'\), 'UTF8'\)::text, /s);
+      if (asRun) {
+        expect(statements[0]).toMatch(/^(PREPARE .*; )?BEGIN; EXECUTE taskloop_pick\(convert_from\(decode\('[0-9a-f]+', 'hex'\), 'UTF8'\)::text, convert_from\(decode\('[0-9a-f]+', 'hex'\), 'UTF8'\)::text, /s);
+      } else {
+        expect(statements).toEqual([expect.stringMatching(/^named: WITH c AS/)]);
+        expect(statements[0]).not.toContain(n);
+      }
     }
     expect((await store.claim({ agent: 'nobody' })).value).toBeNull();
+    expect((await createPgRunStore(store).claimRun({ agent: 'nobody' }, () => BUDGET))).toBeNull();
     expect((await tm.stats()).byState.in_progress).toBe(names.length);
   });
 

@@ -3,7 +3,7 @@
  * `FOR UPDATE SKIP LOCKED`: claimers never wait for a row another claimer holds, and exactly
  * one wins each task. The claim's rules (who may claim, what it writes) are claims.ts's.
  */
-import { checkClaimTarget, takeClaim } from '../claims.js';
+import { checkClaimTarget, claimTerms, claimedData, startedData, takeClaim } from '../claims.js';
 import { DEFAULT_QUEUE } from '../creation.js';
 import { type TaskRow, heartbeatRefusal, toTask } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
@@ -87,6 +87,66 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
   const task = toTask(row) as ClaimedTask;
   task.claimToken = taken.token;
   return task;
+}
+
+// The claimed event's JSON text around its two numbers, from claims.ts's own data (so the
+// one-statement claim's event is byte for byte the transaction's): [head, middle, tail].
+const CLAIMED_TEXT = JSON.stringify(claimedData(-1, -2)).split(/-[12]/);
+const STARTED_TEXT = JSON.stringify(startedData());
+
+/**
+ * A claim without a task id, outside any transaction, in one autocommit statement and one
+ * round trip: the pick (`FOR UPDATE SKIP LOCKED`), the row's claim and its events, on one
+ * reading of the clock. It writes what `takeClaim` would (claims.ts claimTerms and the
+ * events' data): a picked task is pending, which any agent may claim. Null when nothing is
+ * claimable; a statement that fails writes nothing.
+ */
+export async function claimOne(query: Query, input: ClaimInput, fixedNow: number | undefined): Promise<{ task: ClaimedTask; events: TaskEvent[] } | null> {
+  const { state, leaseMs, token } = claimTerms(input);
+  const pick = pickSql(input.withCard === true, 'id', true).replace('$2', '(SELECT now FROM c)').replace('$3', '$2').replace('$4', '$3');
+  const [row] = await query<TaskRow & { first_event: number; last_event: number }>(
+    `WITH c AS (SELECT coalesce($4::bigint, ${NOW_MS}) AS now),
+     p AS (${pick}),
+     u AS (UPDATE tasks t SET state = $5, assignee = $2, claim_token = $6, attempts = t.attempts + 1, lease_ms = $7::bigint,
+       lease_expires_at = c.now + $7::bigint, stale_since = NULL, updated_at = c.now, worker_id = coalesce($8, t.worker_id)
+       FROM p, c WHERE t.id = p.id RETURNING t.*),
+     e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
+       SELECT u.id, x.type, $2, 'agent', x.data, u.updated_at
+       FROM u CROSS JOIN LATERAL (VALUES
+         (1, 'task.claimed', pg_catalog.concat($9::text, u.attempts, $10::text, u.lease_expires_at, $11::text)),
+         (2, 'task.transitioned', $12::text)) x(n, type, data)
+       WHERE x.n = 1 OR $13::boolean ORDER BY x.n RETURNING id)
+     SELECT u.*, (SELECT pg_catalog.min(id) FROM e) AS first_event, (SELECT pg_catalog.max(id) FROM e) AS last_event FROM u`,
+    [
+      input.queue ?? DEFAULT_QUEUE,
+      input.agent,
+      capsOf(input),
+      fixedNow ?? null,
+      state,
+      token,
+      leaseMs,
+      input.workerId ?? null,
+      ...CLAIMED_TEXT,
+      STARTED_TEXT,
+      input.start === true,
+    ],
+  );
+  if (row === undefined) return null;
+  const { first_event: first, last_event: last, ...columns } = row;
+  const task = toTask(columns as TaskRow) as ClaimedTask;
+  task.claimToken = token;
+  const event = (id: number, type: string, data: Record<string, unknown>): TaskEvent => ({
+    id,
+    taskId: task.id,
+    type,
+    actor: input.agent,
+    actorRole: 'agent',
+    data,
+    createdAt: columns.updated_at,
+  });
+  const events = [event(first, 'task.claimed', claimedData(columns.attempts, columns.lease_expires_at!))];
+  if (input.start === true) events.push(event(last, 'task.transitioned', startedData()));
+  return { task, events };
 }
 
 /** Extends a lease, in one statement on the database's clock (or the test clock, `now`). */

@@ -12,7 +12,7 @@ import type { ClaimInput, TaskEvent } from '../types.js';
 import { workWakeOf } from '../claims.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
 import { parseClaimInput } from '../schemas.js';
-import { claimTask, claimable, heartbeat, pickOpening, primePick } from './claim.js';
+import { claimOne, claimTask, claimable, heartbeat, pickOpening, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createOne, createTasks, isPlain, markStale, reclaimStale, transition } from './tasks.js';
@@ -136,7 +136,13 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       }
       return write('create', (q, now, events) => createTasks(q, inputs, creator, now, events));
     },
-    claim: (input) => write('claim', (q, now, events) => claimTask(q, input, now, events), claimLock(input)),
+    claim: async (input) => {
+      if (input.taskId !== undefined) return write('claim', (q, now, events) => claimTask(q, input, now, events), claimLock(input));
+      // A pick: one statement, one round trip (claim.ts claimOne).
+      await ready;
+      const claimed = await claimOne((text, params) => conn.query(text, params, 'claim'), input, opts.now?.());
+      return { value: claimed?.task ?? null, events: claimed?.events ?? [] };
+    },
     claimable: async (input) => {
       const parsed = parseClaimInput(input);
       return read(async () => claimable(conn.query, parsed, await conn.now()));
