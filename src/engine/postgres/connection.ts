@@ -23,6 +23,8 @@ export interface PgLocation {
   schema: string;
   wakeups: 'listen' | 'poll';
   poolSize: number | undefined;
+  /** The URL's own `options` (server settings such as `-c statement_timeout=5s`), sent before taskloop's. */
+  serverOptions: string;
 }
 
 // At most 45 characters: its channels (`taskloop_<schema>_controls`) must fit PostgreSQL's
@@ -51,8 +53,11 @@ export function parsePgUrl(url: string): PgLocation {
   if (poolSize !== undefined && !(Number.isInteger(poolSize) && poolSize >= 1 && poolSize <= 100)) {
     throw new EngineError('VALIDATION_FAILED', `pool '${pool}' is not a whole number from 1 to 100`);
   }
-  for (const key of ['schema', 'wakeups', 'pool']) parsed.searchParams.delete(key);
-  return { connectionString: parsed.toString(), display: redact(parsed.toString()), schema, wakeups, poolSize };
+  // `pg` lets a URL's options replace the ones it is given: taken out here, they go first
+  // and taskloop's after them, so a URL can add settings but not move the search path.
+  const serverOptions = parsed.searchParams.get('options') ?? '';
+  for (const key of ['schema', 'wakeups', 'pool', 'options']) parsed.searchParams.delete(key);
+  return { connectionString: parsed.toString(), display: redact(parsed.toString()), schema, wakeups, poolSize, serverOptions };
 }
 
 /** The URL with its password replaced by `…`. */
@@ -157,7 +162,11 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     // function or operator to the closest match across the whole path, so a look-alike
     // there (for an untyped literal, or numeric * integer) would beat pg_catalog's and run
     // as taskloop's role; on older servers everyone may create in public.
-    options: `-c search_path=${location.schema}`,
+    // READ COMMITTED whatever the role's or database's default_transaction_isolation: the
+    // claims' SKIP LOCKED and the one-statement create and claim are written for it (under
+    // REPEATABLE READ a claimer that meets a row another just claimed fails with 40001).
+    // Both after the URL's own options: the last setting of a name is the one that holds.
+    options: `${location.serverOptions} -c search_path=${location.schema} -c default_transaction_isolation=read\\ committed`.trimStart(),
     max: location.poolSize ?? opts.poolSize ?? poolSizeFor(),
     connectionTimeoutMillis: 10_000,
     idleTimeoutMillis: 30_000,
@@ -212,6 +221,21 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
 
   const fail = (err: unknown, what: string): unknown => pgFault(err, location.display, what);
 
+  /**
+   * After a serialization failure or a deadlock (rolled back, nothing written): true once a
+   * short, growing, jittered wait is over, to run the work again; STORE_BUSY after MAX_TRIES.
+   * False for any other error.
+   */
+  const conflictAgain = async (err: unknown, attempt: number, what: string): Promise<boolean> => {
+    const code = (err as { code?: unknown } | null)?.code;
+    if (typeof code !== 'string' || !RETRIED.has(code)) return false;
+    if (attempt >= MAX_TRIES) {
+      throw new EngineError('STORE_BUSY', `${what} on ${location.display}: still conflicting after ${MAX_TRIES} tries (${code}); nothing was written`, { location: location.display, sqlstate: code });
+    }
+    await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
+    return true;
+  };
+
   const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[], what = 'query'): Promise<R[]> => {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient | undefined;
@@ -223,6 +247,9 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
       } catch (err) {
         client?.release(stalePlan(err) || isConnectionError(err) ? (err as Error) : undefined);
         if (stalePlan(err) && attempt < MAX_TRIES) continue;
+        // A statement outside a transaction of ours (a create, a claim) that lost a conflict
+        // wrote nothing: it runs again, as a transaction would (tx).
+        if (await conflictAgain(err, attempt, what)) continue;
         throw fail(err, what);
       }
     }
@@ -308,14 +335,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
           fresh = false;
           continue;
         }
-        const code = (err as { code?: unknown }).code;
-        if (typeof code === 'string' && RETRIED.has(code) && attempt < MAX_TRIES) {
-          await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
-          continue;
-        }
-        if (typeof code === 'string' && RETRIED.has(code)) {
-          throw new EngineError('STORE_BUSY', `${what} on ${location.display}: still conflicting after ${MAX_TRIES} tries (${code}); nothing was written`);
-        }
+        if (await conflictAgain(err, attempt, what)) continue;
         throw fail(err, what);
       } finally {
         // A connection that failed mid-transaction is not given back for reuse.
@@ -369,7 +389,8 @@ function faultOf(err: unknown): ErrorCode | undefined {
   if (code === '28P01' || code === '28000' || code === '53300' || code.startsWith('57P')) return 'STORE_UNAVAILABLE';
   // A statement cancelled (statement_timeout, pg_cancel_backend) or a lock not had in time
   // (lock_timeout): the transaction is rolled back, nothing was written, try again later.
-  if (code === '57014' || code === '55P03') return 'STORE_BUSY';
+  // So is a serialization failure or a deadlock that was not run again (a multi-statement read).
+  if (code === '57014' || code === '55P03' || RETRIED.has(code)) return 'STORE_BUSY';
   if (code === '3D000') return 'STORE_NOT_FOUND';
   if (code === '53100') return 'STORE_FULL';
   if (code === '25006' || code === '42501') return 'STORE_READONLY';

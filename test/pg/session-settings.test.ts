@@ -1,0 +1,92 @@
+/**
+ * What a connection of taskloop's runs under, whatever the URL, the role or the database
+ * ask for: its own schema alone on the search path, and READ COMMITTED, which the claims
+ * (SKIP LOCKED, and the one-statement claim of the next task) are written for. A URL's
+ * `options` add server settings; they cannot take those two away (`pg` lets a URL's options
+ * replace the ones it is given, so connection.ts takes them out of the URL and sends its
+ * own after them). Found by a review: under a default of REPEATABLE READ, claims racing for
+ * the same rows failed with a raw 40001 from the one-statement claim.
+ */
+import pg from 'pg';
+import { describe, expect, inject, it, onTestFinished } from 'vitest';
+import { createTaskManager, isEngineError } from '../../src/engine/index.js';
+import { parsePgUrl } from '../../src/engine/postgres/connection.js';
+import { type PgTaskStore, createPgStore } from '../../src/engine/postgres/task-store.js';
+import { operator } from '../helpers.js';
+
+async function admin(url: string, text: string): Promise<Array<Record<string, unknown>>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
+
+/** A database of its own (so `public` is empty), dropped when the test finishes. */
+async function freshDatabase(tag: string): Promise<URL> {
+  const server = inject('pgUrl');
+  const database = `${tag}_${process.pid}_${Date.now()}`;
+  await admin(server, `CREATE DATABASE ${database}`);
+  onTestFinished(() => admin(server, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).then(() => undefined));
+  const url = new URL(server);
+  url.pathname = `/${database}`;
+  return url;
+}
+
+describe('the settings of taskloop’s connections', () => {
+  it('a URL’s options are kept for the server but come out of the URL pg is given', () => {
+    const location = parsePgUrl('postgres://u:p@h:5/d?schema=s1&options=-c%20statement_timeout%3D7s&application_name=x');
+    expect(location.serverOptions).toBe('-c statement_timeout=7s');
+    expect(location.connectionString).toBe('postgres://u:p@h:5/d?application_name=x');
+    expect(parsePgUrl('postgres://u:p@h:5/d').serverOptions).toBe('');
+  });
+
+  it('a URL asking for REPEATABLE READ and public on the path: stores opening it at once migrate it once, into its schema; claims racing from four stores each win a different task, and no error reaches a caller', async () => {
+    const url = await freshDatabase('settings');
+    url.searchParams.set('schema', 'tl_settings');
+    url.searchParams.set('options', '-c default_transaction_isolation=repeatable\\ read -c search_path=public -c statement_timeout=7s');
+    const stores = Array.from({ length: 4 }, () => createPgStore({ url: url.toString() }));
+    const managers = stores.map((store) => createTaskManager({ store }));
+    onTestFinished(async () => {
+      for (const tm of managers) await tm.close();
+    });
+    await Promise.all(stores.map((s) => s.ready));
+
+    const [settings] = await stores[0]!.conn.query<Record<string, string>>(
+      "SELECT current_setting('transaction_isolation') AS isolation, current_setting('search_path') AS path, current_setting('statement_timeout') AS timeout",
+    );
+    expect(settings).toEqual({ isolation: 'read committed', path: 'tl_settings', timeout: '7s' });
+    const [placed] = await stores[0]!.conn.query<{ ours: boolean; public: boolean }>(
+      "SELECT to_regclass('tl_settings.tasks') IS NOT NULL AS ours, to_regclass('public.tasks') IS NOT NULL AS public",
+    );
+    expect(placed).toEqual({ ours: true, public: false });
+
+    await managers[0]!.createTasks(Array.from({ length: 200 }, (_, i) => ({ title: `t${i}` })), operator);
+    const errors: string[] = [];
+    const won: number[] = [];
+    await Promise.all(
+      managers.flatMap((tm, i) =>
+        Array.from({ length: 3 }, async (_, j) => {
+          for (;;) {
+            try {
+              const got = await tm.claimTask({ agent: `a${i}-${j}`, start: j % 2 === 0 });
+              if (got === null) return;
+              won.push(got.id);
+            } catch (e) {
+              errors.push(isEngineError(e) ? e.code : `raw ${String((e as { code?: unknown }).code)}: ${(e as Error).message}`);
+              if (errors.length > 20) return;
+            }
+          }
+        }),
+      ),
+    );
+    expect(errors).toEqual([]);
+    expect(won).toHaveLength(200);
+    expect(new Set(won).size).toBe(200);
+    expect((await managers[1]!.stats()).byState.pending ?? 0).toBe(0);
+    // One version row: migrated once.
+    expect(await (stores[0] as PgTaskStore).conn.query('SELECT version FROM schema_version')).toHaveLength(1);
+  });
+});
