@@ -11,8 +11,11 @@ import pg from 'pg';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import { createTaskManager, isEngineError } from '../../src/engine/index.js';
 import { parsePgUrl } from '../../src/engine/postgres/connection.js';
+import { EVENT_LOCK_CLASS, eventLockKey } from '../../src/engine/postgres/schema.js';
 import { type PgTaskStore, createPgStore } from '../../src/engine/postgres/task-store.js';
-import { operator } from '../helpers.js';
+import { operator, tempDir, waitFor } from '../helpers.js';
+import { newDatabase } from '../stores.js';
+import { sql, withClient } from './sql.js';
 
 async function admin(url: string, text: string): Promise<Array<Record<string, unknown>>> {
   const client = new pg.Client({ connectionString: url });
@@ -89,4 +92,43 @@ describe('the settings of taskloop’s connections', () => {
     // One version row: migrated once.
     expect(await (stores[0] as PgTaskStore).conn.query('SELECT version FROM schema_version')).toHaveLength(1);
   });
+
+  it('a one-statement claim chosen as a deadlock’s victim runs again: it claims another task, once, and no error reaches the caller', async () => {
+    const url = newDatabase(tempDir());
+    const schema = new URL(url).searchParams.get('schema')!;
+    const store = createPgStore({ url });
+    const tm = createTaskManager({ store });
+    onTestFinished(() => tm.close());
+    const [first, second] = (await tm.createTasks([{ title: 'first' }, { title: 'second' }], operator)).map((r) => r.task);
+
+    await withClient(url, async (other) => {
+      // Another session holds the schema's event lock: the claim locks 'first', then waits for it.
+      await other.query('BEGIN');
+      await other.query('SELECT pg_advisory_xact_lock($1, $2)', [EVENT_LOCK_CLASS, eventLockKey(schema)]);
+      const claim = tm.claimTask({ agent: 'w' });
+      // A claim that fails (as a deadlock's victim not run again) fails the waits below at once.
+      let failed: unknown;
+      claim.catch((e: unknown) => (failed = e));
+      const waiting = async () => {
+        if (failed !== undefined) throw failed;
+        return (await sql<{ n: number }>(url, "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"))[0]!.n;
+      };
+      await waitFor(async () => (await waiting()) === 1, 10_000, 'the claim to wait');
+      // Now the other session waits for the claim's row: a deadlock. The claim began waiting
+      // first, so its deadlock_timeout runs out first, and it is the one PostgreSQL aborts
+      // (40P01). The other session then gets the row, which proves the claim let it go.
+      await other.query('SELECT id FROM tasks WHERE id = $1 FOR UPDATE', [first!.id]);
+      // Run again, the claim skips 'first' (this session holds it now), takes 'second' and
+      // waits for the event lock once more; then this session lets both go.
+      await waitFor(async () => (await waiting()) === 1, 10_000, 'the claim, run again, to wait');
+      await other.query('COMMIT');
+      const claimed = await claim;
+      expect(claimed?.id).toBe(second!.id);
+    });
+    const events = await sql<{ task_id: number; type: string }>(url, "SELECT task_id::int AS task_id, type FROM task_events WHERE type = 'task.claimed' ORDER BY id");
+    expect(events).toEqual([{ task_id: second!.id, type: 'task.claimed' }]);
+    expect(await tm.getTask(first!.id)).toMatchObject({ state: 'pending', attempts: 0 });
+    expect(await tm.getTask(second!.id)).toMatchObject({ state: 'claimed', attempts: 1, assignee: 'w' });
+  });
 });
+
