@@ -7,6 +7,7 @@
  * own after them). Found by a review: under a default of REPEATABLE READ, claims racing for
  * the same rows failed with a raw 40001 from the one-statement claim.
  */
+import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import pg from 'pg';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import { createTaskManager, isEngineError } from '../../src/engine/index.js';
@@ -36,6 +37,45 @@ async function freshDatabase(tag: string): Promise<URL> {
   const url = new URL(server);
   url.pathname = `/${database}`;
   return url;
+}
+
+/**
+ * A stand-in for a pooler that does not pass a client's startup `options` on: a TCP proxy
+ * to the test server that takes `options` out of each connection's StartupMessage.
+ */
+async function optionsDroppingProxy(server: URL): Promise<{ port: number; dropped: () => number }> {
+  let dropped = 0;
+  const proxy = createServer((client: Socket) => {
+    let head = Buffer.alloc(0);
+    const onData = (chunk: Buffer) => {
+      head = Buffer.concat([head, chunk]);
+      if (head.length < 4 || head.length < head.readInt32BE(0)) return;
+      client.off('data', onData);
+      const length = head.readInt32BE(0);
+      const fields = head.subarray(8, length - 1).toString('utf8').split('\0');
+      const kept: string[] = [];
+      for (let i = 0; i + 1 < fields.length; i += 2) {
+        if (fields[i] === 'options') dropped++;
+        else kept.push(fields[i]!, fields[i + 1]!);
+      }
+      const body = Buffer.from(`${kept.join('\0')}\0\0`, 'utf8');
+      const startup = Buffer.alloc(8);
+      startup.writeInt32BE(8 + body.length, 0);
+      head.copy(startup, 4, 4, 8);
+      const upstream = connect(Number(server.port), server.hostname, () => {
+        upstream.write(Buffer.concat([startup, body, head.subarray(length)]));
+        client.pipe(upstream);
+        upstream.pipe(client);
+      });
+      upstream.on('error', () => client.destroy());
+      client.on('error', () => upstream.destroy());
+      client.on('close', () => upstream.destroy());
+    };
+    client.on('data', onData);
+  });
+  await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+  onTestFinished(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+  return { port: (proxy.address() as AddressInfo).port, dropped: () => dropped };
 }
 
 describe('the settings of taskloop’s connections', () => {
@@ -129,6 +169,22 @@ describe('the settings of taskloop’s connections', () => {
     expect(events).toEqual([{ task_id: second!.id, type: 'task.claimed' }]);
     expect(await tm.getTask(first!.id)).toMatchObject({ state: 'pending', attempts: 0 });
     expect(await tm.getTask(second!.id)).toMatchObject({ state: 'claimed', attempts: 1, assignee: 'w' });
+  });
+
+  it('behind a pooler that drops the startup options, opening refuses with STORE_UNAVAILABLE and creates nothing (the tables would have gone to public)', async () => {
+    const url = await freshDatabase('dropped');
+    const proxy = await optionsDroppingProxy(url);
+    const through = new URL(url);
+    through.port = String(proxy.port);
+    through.searchParams.set('schema', 'tl_dropped');
+    const store = createPgStore({ url: through.toString() });
+    const err = await store.ready.then(() => undefined, (e: unknown) => e);
+    await store.close();
+    expect(isEngineError(err) && err.code, String(err)).toBe('STORE_UNAVAILABLE');
+    expect((err as Error).message).toMatch(/search path '.*public.*', not 'tl_dropped' as asked in its startup options/);
+    expect(proxy.dropped()).toBeGreaterThan(0);
+    const [placed] = await admin(url.toString(), "SELECT to_regclass('public.tasks') IS NULL AS no_public, to_regnamespace('tl_dropped') IS NULL AS no_schema");
+    expect(placed).toEqual({ no_public: true, no_schema: true });
   });
 });
 

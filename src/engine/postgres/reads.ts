@@ -41,39 +41,41 @@ export function createHorizon(conn: PgConnection): Horizon {
     'AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())';
   const look = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS hi FROM task_events_id_seq; ${holdersSql}`;
   let safe = 0;
-  // An H whose holders may still run.
-  let pending: { hi: number; holders: Set<string> } | undefined;
+  // Each look's H above `safe` with the holders it saw, oldest first (H rising): H is settled
+  // once none of its holders holds the lock any more, whatever the older ones still do (a
+  // holder of an id at or below an older H, still running, was among this look's holders).
+  // Keeping only the oldest lost a newer H when the older one settled during a re-check:
+  // the horizon said settled while a newer writer ran, and followers waited for the next write.
+  let waiting: Array<{ hi: number; holders: Set<string> }> = [];
+  /** Settles every H none of whose holders is in `now` (the holders a look just saw). */
+  const settle = (now: Set<string>): void => {
+    for (const w of waiting) if (![...w.holders].some((vx) => now.has(vx))) safe = Math.max(safe, w.hi);
+    waiting = waiting.filter((w) => w.hi > safe);
+  };
   const horizon: Horizon = {
     get unsettled() {
-      return pending !== undefined;
+      return waiting.length > 0;
     },
     async settled() {
       const [seq, locks] = (await conn.multi(look)) as [Array<{ hi: number }>, Array<{ vx: string }>];
       const hi = seq[0]!.hi;
       const holders = new Set(locks.map((l) => l.vx));
-      if (pending !== undefined && ![...pending.holders].some((vx) => holders.has(vx))) {
-        safe = Math.max(safe, pending.hi);
-        pending = undefined;
-      }
-      if (holders.size === 0) {
-        safe = Math.max(safe, hi);
-        pending = undefined;
-      } else if (hi > safe && pending === undefined) {
-        pending = { hi, holders };
+      if (holders.size === 0) safe = Math.max(safe, hi);
+      settle(holders);
+      if (hi > safe && (waiting.length === 0 || hi > waiting[waiting.length - 1]!.hi)) {
+        waiting.push({ hi, holders });
+        // Bounded under a steady stream of writes: dropping the oldest only delays what it
+        // would settle until a newer one settles (its H is higher).
+        if (waiting.length > 32) waiting.shift();
       }
       // Under a steady stream of writes there are always holders at a look: a caller that would
       // learn nothing new (a one-shot `events` command, a cursor to start from) looks at the
       // holders again for a few milliseconds, long enough for those transactions to end.
-      for (let wait = 1; pending !== undefined && safe < pending.hi && wait <= 16; wait *= 2) {
-        const before = pending;
+      for (let wait = 1; waiting.length > 0 && wait <= 16; wait *= 2) {
         await new Promise((r) => setTimeout(r, wait));
-        const still = new Set((await conn.query<{ vx: string }>(holdersSql)).map((l) => l.vx));
-        if (pending === before && ![...before.holders].some((vx) => still.has(vx))) {
-          safe = Math.max(safe, before.hi);
-          pending = undefined;
-        }
+        settle(new Set((await conn.query<{ vx: string }>(holdersSql)).map((l) => l.vx)));
       }
-      if (pending !== undefined) horizon.onUnsettled?.();
+      if (waiting.length > 0) horizon.onUnsettled?.();
       return safe;
     },
   };

@@ -270,8 +270,20 @@ export async function migratePg(conn: PgConnection): Promise<number> {
 
 /** The schema's version: 0 when taskloop has never written to it. */
 export async function readVersion(conn: PgConnection): Promise<number> {
-  const { schema } = conn.location;
-  const [found] = await conn.query<{ exists: boolean }>('SELECT to_regclass($1) IS NOT NULL AS exists', [`${schema}.schema_version`]);
+  const { schema, display } = conn.location;
+  const [found] = await conn.query<{ exists: boolean; path: string }>("SELECT to_regclass($1) IS NOT NULL AS exists, current_setting('search_path') AS path", [
+    `${schema}.schema_version`,
+  ]);
+  // taskloop's names are unqualified: they must find its schema alone (connection.ts sends
+  // the path with the connection's startup options). A pooler that drops those would have
+  // the migration create the tables in whatever schema the server's default path finds.
+  if (found !== undefined && found.path !== schema) {
+    throw new EngineError(
+      'STORE_UNAVAILABLE',
+      `open on ${display}: the server gave this connection the search path '${found.path}', not '${schema}' as asked in its startup options (a pooler in between that does not pass them on?); nothing was written`,
+      { location: display, schema },
+    );
+  }
   if (found?.exists !== true) return 0;
   const rows = await conn.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${schema}.schema_version`);
   return rows[0]?.version ?? 0;
