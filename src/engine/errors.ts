@@ -24,7 +24,7 @@ export const ERROR_CODES = {
   STORE_TOO_NEW: 'The file\'s schema version is newer than this taskloop knows; it was not opened for writing and nothing was written.',
   STORE_NOT_FOUND: 'A command that only reads was pointed at a path with no database; nothing was created.',
   STORE_IO: 'The operating system failed a read or write of the database file (an I/O error, or the file cannot be opened).',
-  STORE_UNAVAILABLE: 'The database server could not be reached, refused the login, or dropped the connection; a write it cut off may or may not have committed (read before retrying).',
+  STORE_UNAVAILABLE: 'The database server could not be reached, refused the login, dropped the connection, or did not give it the settings taskloop asked for (a pooler that drops the startup options); a write it cut off may or may not have committed (read before retrying).',
 } as const;
 
 export type ErrorCode = keyof typeof ERROR_CODES;
