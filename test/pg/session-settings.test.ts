@@ -86,6 +86,21 @@ describe('the settings of taskloop’s connections', () => {
     expect(parsePgUrl('postgres://u:p@h:5/d').serverOptions).toBe('');
   });
 
+  it('a schema named with a word PostgreSQL reserves is refused before connecting (it was a raw 42601 at the migration)', () => {
+    for (const word of ['user', 'select', 'table', 'order', 'analyse', 'current_schema', 'join']) {
+      let err: unknown;
+      try {
+        parsePgUrl(`postgres://u:p@h:5/d?schema=${word}`);
+      } catch (e) {
+        err = e;
+      }
+      expect(isEngineError(err) && err.code, word).toBe('VALIDATION_FAILED');
+      expect((err as Error).message).toBe(`schema '${word}' is a word PostgreSQL reserves; choose another name`);
+    }
+    // Words PostgreSQL does not reserve stay names like any other.
+    for (const word of ['users', 'tasks', 'int', 'between', 'schema', 'taskloop']) expect(parsePgUrl(`postgres://u:p@h:5/d?schema=${word}`).schema).toBe(word);
+  });
+
   it('a URL asking for REPEATABLE READ and public on the path: stores opening it at once migrate it once, into its schema; claims racing from four stores each win a different task, and no error reaches a caller', async () => {
     const url = await freshDatabase('settings');
     url.searchParams.set('schema', 'tl_settings');

@@ -30,6 +30,17 @@ export interface PgLocation {
 // At most 45 characters: its channels (`taskloop_<schema>_controls`) must fit PostgreSQL's
 // 63-byte names whole, since pg_notify refuses a longer one where NOTIFY would cut it.
 const SCHEMA = /^[a-z_][a-z0-9_]{0,44}$/;
+// PostgreSQL's reserved words (pg_get_keywords() catcode R and T, PostgreSQL 17): not a
+// schema name written unquoted, as taskloop writes it.
+const RESERVED = new Set(
+  ('all analyse analyze and any array as asc asymmetric authorization binary both case cast check collate collation column ' +
+    'concurrently constraint create cross current_catalog current_date current_role current_schema current_time ' +
+    'current_timestamp current_user default deferrable desc distinct do else end except false fetch for foreign freeze ' +
+    'from full grant group having ilike in initially inner intersect into is isnull join lateral leading left like limit ' +
+    'localtime localtimestamp natural not notnull null offset on only or order outer overlaps placing primary references ' +
+    'returning right select session_user similar some symmetric system_user table tablesample then to trailing true union ' +
+    'unique user using variadic verbose when where window with').split(' '),
+);
 
 /** Parses a `postgres://` URL and taskloop's own options on it; VALIDATION_FAILED names what is wrong. */
 export function parsePgUrl(url: string): PgLocation {
@@ -46,6 +57,7 @@ export function parsePgUrl(url: string): PgLocation {
   if (!SCHEMA.test(schema)) {
     throw new EngineError('VALIDATION_FAILED', `schema '${schema}' must be 1 to 45 lowercase letters, digits or _, starting with a letter or _`);
   }
+  if (RESERVED.has(schema)) throw new EngineError('VALIDATION_FAILED', `schema '${schema}' is a word PostgreSQL reserves; choose another name`);
   const wakeups = parsed.searchParams.get('wakeups') ?? 'listen';
   if (wakeups !== 'listen' && wakeups !== 'poll') throw new EngineError('VALIDATION_FAILED', `wakeups '${wakeups}' is not listen or poll`);
   const pool = parsed.searchParams.get('pool');
