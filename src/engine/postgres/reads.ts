@@ -34,6 +34,8 @@ export interface Horizon {
   onUnsettled?: () => void;
 }
 
+type Entry = { hi: number; holders: Set<string> };
+
 export function createHorizon(conn: PgConnection): Horizon {
   const key = eventLockKey(conn.location.schema);
   const holdersSql =
@@ -41,39 +43,60 @@ export function createHorizon(conn: PgConnection): Horizon {
     'AND objsubid = 2 AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())';
   const look = `SELECT CASE WHEN is_called THEN last_value ELSE 0 END AS hi FROM task_events_id_seq; ${holdersSql}`;
   let safe = 0;
-  // Each look's H above `safe` with the holders it saw, oldest first (H rising): H is settled
-  // once none of its holders holds the lock any more, whatever the older ones still do (a
-  // holder of an id at or below an older H, still running, was among this look's holders).
-  // Keeping only the oldest lost a newer H when the older one settled during a re-check:
-  // the horizon said settled while a newer writer ran, and followers waited for the next write.
-  let waiting: Array<{ hi: number; holders: Set<string> }> = [];
-  /** Settles every H none of whose holders is in `now` (the holders a look just saw). */
-  const settle = (now: Set<string>): void => {
-    for (const w of waiting) if (![...w.holders].some((vx) => now.has(vx))) safe = Math.max(safe, w.hi);
-    waiting = waiting.filter((w) => w.hi > safe);
+  // Each look's H above `safe` with the holders it saw still running, oldest first (H
+  // rising). An H is settled once none of its holders holds the lock any more, whatever the
+  // older ones still do (a holder of an id at or below an older H, still running, was among
+  // this look's holders too). Keeping only the oldest lost a newer H when the older one
+  // settled during a re-check, and followers waited for the next write.
+  let waiting: Entry[] = [];
+  /**
+   * What a read of the holders, `now`, tells the entries `asked` (those that were waiting when
+   * it was sent): a holder it does not see has ended (a virtual transaction id is never used
+   * twice). Only those entries: one pushed by a concurrent call whose answer came first may
+   * have read the sequence after this read ran on the server, and a writer that took its id
+   * between the two is missing from `now` though it runs (events were lost that way).
+   */
+  const settle = (now: ReadonlySet<string>, asked: ReadonlySet<Entry>): void => {
+    for (const w of waiting) {
+      if (!asked.has(w)) continue;
+      for (const vx of w.holders) if (!now.has(vx)) w.holders.delete(vx);
+      if (w.holders.size === 0) safe = Math.max(safe, w.hi);
+    }
+    prune();
+  };
+  /**
+   * Drops the settled entries, and an older entry whose holders include all of a newer one's:
+   * it settles no sooner and covers less. So the list holds one H per set of running writers;
+   * past 32 (33 staggered long writers) one next to the newest goes: the oldest, which may
+   * wait for a writer the newer ones do not, is kept, and dropping an entry only delays.
+   */
+  const prune = (): void => {
+    waiting = waiting.filter((w, i) => w.hi > safe && !waiting.slice(i + 1).some((n) => [...n.holders].every((vx) => w.holders.has(vx))));
+    if (waiting.length > 32) waiting.splice(waiting.length - 2, 1);
   };
   const horizon: Horizon = {
     get unsettled() {
       return waiting.length > 0;
     },
     async settled() {
+      const asked = new Set(waiting);
       const [seq, locks] = (await conn.multi(look)) as [Array<{ hi: number }>, Array<{ vx: string }>];
       const hi = seq[0]!.hi;
       const holders = new Set(locks.map((l) => l.vx));
+      // The look's own two reads ran in order: no holder of an id up to H means H is settled.
       if (holders.size === 0) safe = Math.max(safe, hi);
-      settle(holders);
+      settle(holders, asked);
       if (hi > safe && (waiting.length === 0 || hi > waiting[waiting.length - 1]!.hi)) {
         waiting.push({ hi, holders });
-        // Bounded under a steady stream of writes: dropping the oldest only delays what it
-        // would settle until a newer one settles (its H is higher).
-        if (waiting.length > 32) waiting.shift();
+        prune();
       }
       // Under a steady stream of writes there are always holders at a look: a caller that would
       // learn nothing new (a one-shot `events` command, a cursor to start from) looks at the
       // holders again for a few milliseconds, long enough for those transactions to end.
       for (let wait = 1; waiting.length > 0 && wait <= 16; wait *= 2) {
         await new Promise((r) => setTimeout(r, wait));
-        settle(new Set((await conn.query<{ vx: string }>(holdersSql)).map((l) => l.vx)));
+        const sent = new Set(waiting);
+        settle(new Set((await conn.query<{ vx: string }>(holdersSql)).map((l) => l.vx)), sent);
       }
       if (waiting.length > 0) horizon.onUnsettled?.();
       return safe;
