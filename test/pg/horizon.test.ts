@@ -28,6 +28,17 @@ async function openWriter(url: string): Promise<{ id: number; end: () => Promise
   return { id: Number(rows[0]!.id), end: async () => void (await client.query('COMMIT')) };
 }
 
+/** A fresh schema, migrated, and a connection of the adapter's own to it. */
+async function migrated(): Promise<{ url: string; conn: PgConnection }> {
+  const url = newDatabase(tempDir());
+  const store = createPgStore({ url });
+  await store.ready;
+  await store.close();
+  const conn = connectPg(parsePgUrl(url));
+  onTestFinished(() => conn.close());
+  return { url, conn };
+}
+
 /**
  * A migrated schema and a connection to it whose next read of the lock's holders (`gate`:
  * a re-check through query, or a whole look through multi) runs on the server at once but
@@ -35,12 +46,7 @@ async function openWriter(url: string): Promise<{ id: number; end: () => Promise
  * socket, a backend descheduled before it replied) while another call looks.
  */
 async function heldUp() {
-  const url = newDatabase(tempDir());
-  const store = createPgStore({ url });
-  await store.ready;
-  await store.close();
-  const conn = connectPg(parsePgUrl(url));
-  onTestFinished(() => conn.close());
+  const { url, conn } = await migrated();
   let gate: { via: 'query' | 'multi'; ran: () => void; held: Promise<void> } | undefined;
   const hold = async (via: 'query' | 'multi', text: string): Promise<void> => {
     const g = gate;
@@ -75,12 +81,7 @@ async function heldUp() {
 
 describe('the event horizon on PostgreSQL', () => {
   it('a writer that ends while the horizon waits for an older one: the newer writer’s id stays unsettled and asks for another look, and is settled once it ends', async () => {
-    const url = newDatabase(tempDir());
-    const store = createPgStore({ url });
-    await store.ready;
-    await store.close();
-    const conn = connectPg(parsePgUrl(url));
-    onTestFinished(() => conn.close());
+    const { url, conn } = await migrated();
     // Between the horizon's first look (sequence and holders) and its re-checks of the holders.
     let afterLook: (() => Promise<void>) | undefined;
     const horizon = createHorizon({
