@@ -86,6 +86,38 @@ describe('the settings of taskloop’s connections', () => {
     expect(parsePgUrl('postgres://u:p@h:5/d').serverOptions).toBe('');
   });
 
+  it('a URL’s options must be settings only (-c name=value, --name=value), given once: anything else is VALIDATION_FAILED before connecting (found by a review: a raw error at each connection)', () => {
+    const withOptions = (...values: string[]) => {
+      const u = new URL('postgres://u:p@h:5/d');
+      for (const v of values) u.searchParams.append('options', v);
+      return u.toString();
+    };
+    for (const fine of ['-c statement_timeout=7s', '-cstatement_timeout=7s', '--statement_timeout=7s', '-c default_transaction_isolation=repeatable\\ read', ' -c a.b=1\t-c lock_timeout=2s ']) {
+      expect(parsePgUrl(withOptions(fine)).serverOptions, fine).toBe(fine);
+    }
+    const refusals: Array<[string[], RegExp]> = [
+      [['-c application_name=x\\'], /ends in a backslash/],
+      [['\\'], /ends in a backslash/],
+      [['-c search_path=public -c'], /'-c' is not one/],
+      [['--'], /'--' is not one/],
+      [['-d'], /'-d' is not one/],
+      [['-D /tmp'], /'-D' is not one/],
+      [['statement_timeout=5s'], /'statement_timeout=5s' is not one/],
+      [['-c', '-c x=1'], /given 2 times/],
+    ];
+    for (const [values, why] of refusals) {
+      let err: unknown;
+      try {
+        parsePgUrl(withOptions(...values));
+      } catch (e) {
+        err = e;
+      }
+      expect(isEngineError(err) && err.code, values.join(' | ')).toBe('VALIDATION_FAILED');
+      expect((err as Error).message, values.join(' | ')).toMatch(why);
+      expect((err as Error).message.split('\n')).toHaveLength(1);
+    }
+  });
+
   it('a schema named with a word PostgreSQL reserves is refused before connecting (it was a raw 42601 at the migration)', () => {
     for (const word of ['user', 'select', 'table', 'order', 'analyse', 'current_schema', 'join']) {
       let err: unknown;

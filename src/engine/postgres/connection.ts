@@ -67,9 +67,41 @@ export function parsePgUrl(url: string): PgLocation {
   }
   // `pg` lets a URL's options replace the ones it is given: taken out here, they go first
   // and taskloop's after them, so a URL can add settings but not move the search path.
-  const serverOptions = parsed.searchParams.get('options') ?? '';
+  const given = parsed.searchParams.getAll('options');
+  if (given.length > 1) throw new EngineError('VALIDATION_FAILED', `options is given ${given.length} times; give it once, with every setting in it`);
+  const serverOptions = given[0] ?? '';
+  checkServerOptions(serverOptions);
   for (const key of ['schema', 'wakeups', 'pool', 'options']) parsed.searchParams.delete(key);
   return { connectionString: parsed.toString(), display: redact(parsed.toString()), schema, wakeups, poolSize, serverOptions };
+}
+
+/**
+ * A URL's `options` as the server will split them (whitespace separates, a backslash takes
+ * the next character as it is): only settings, `-c name=value` or `--name=value`. Anything
+ * else (another switch, a `-c` without its setting, a trailing backslash that would join
+ * taskloop's own options to the last word) is refused here rather than by the server at each
+ * connection, where it surfaced as a raw error.
+ */
+function checkServerOptions(options: string): void {
+  const words: string[] = [];
+  let word: string | undefined;
+  for (let i = 0; i < options.length; i++) {
+    const ch = options[i]!;
+    if (/\s/.test(ch)) {
+      if (word !== undefined) words.push(word);
+      word = undefined;
+    } else if (ch === '\\') {
+      if (i + 1 === options.length) throw new EngineError('VALIDATION_FAILED', `options '${options}' ends in a backslash`);
+      word = (word ?? '') + options[++i];
+    } else word = (word ?? '') + ch;
+  }
+  if (word !== undefined) words.push(word);
+  const setting = /^[A-Za-z_][A-Za-z0-9_.-]*=/;
+  for (let i = 0; i < words.length; i++) {
+    const w = words[i]!;
+    const ok = w === '-c' ? setting.test(words[++i] ?? '') : w.startsWith('--') ? setting.test(w.slice(2)) : w.startsWith('-c') && setting.test(w.slice(2));
+    if (!ok) throw new EngineError('VALIDATION_FAILED', `options '${options}': only settings are taken, each as -c name=value or --name=value ('${w}' is not one)`);
+  }
 }
 
 /** The URL with its password replaced by `…`. */
