@@ -5,22 +5,12 @@
  * `public` were on the store's search path: it is not (connection.ts), next_event_id() is
  * re-pinned without it (migration 3), and the channel statements name pg_catalog's own.
  */
-import pg from 'pg';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import { createTaskManager } from '../../src/engine/index.js';
 import { createPgStore } from '../../src/engine/postgres/task-store.js';
 import { NOTIFY_CONTROLS } from '../../src/engine/postgres/watch.js';
 import { agent, operator, system } from '../helpers.js';
-
-async function admin(url: string, text: string): Promise<Array<Record<string, unknown>>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(text)).rows;
-  } finally {
-    await client.end();
-  }
-}
+import { admin } from './sql.js';
 
 describe('a look-alike operator in public', () => {
   it('never runs in taskloop’s statements: creates, claims, a completion that frees a dependent, the clock, event ids and a control wake-up use pg_catalog’s', async () => {

@@ -8,7 +8,6 @@
  * the same rows failed with a raw 40001 from the one-statement claim.
  */
 import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
-import pg from 'pg';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import { createTaskManager, isEngineError } from '../../src/engine/index.js';
 import { parsePgUrl } from '../../src/engine/postgres/connection.js';
@@ -16,17 +15,7 @@ import { EVENT_LOCK_CLASS, eventLockKey } from '../../src/engine/postgres/schema
 import { type PgTaskStore, createPgStore } from '../../src/engine/postgres/task-store.js';
 import { operator, tempDir, waitFor } from '../helpers.js';
 import { newDatabase } from '../stores.js';
-import { sql, withClient } from './sql.js';
-
-async function admin(url: string, text: string): Promise<Array<Record<string, unknown>>> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    return (await client.query(text)).rows;
-  } finally {
-    await client.end();
-  }
-}
+import { admin, sql, withClient } from './sql.js';
 
 /** A database of its own (so `public` is empty), dropped when the test finishes. */
 async function freshDatabase(tag: string): Promise<URL> {

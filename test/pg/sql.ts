@@ -18,3 +18,14 @@ export async function withClient<T>(url: string, fn: (client: pg.Client) => Prom
 export async function sql<R extends pg.QueryResultRow>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
   return withClient(url, async (client) => (await client.query<R>(text, params)).rows);
 }
+
+/** Runs `text` on a connection of its own to the database `url` names as it is (no schema), as an administrator would. */
+export async function admin(url: string, text: string): Promise<Array<Record<string, unknown>>> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    return (await client.query(text)).rows;
+  } finally {
+    await client.end();
+  }
+}
