@@ -35,6 +35,7 @@ import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './d
 
 export { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
 import { cronWithBackoff, repeat, retryDelayMs } from './backoff.js';
+import { createFaultLatch } from './fault-latch.js';
 import { type Holder, startHolder } from './holder.js';
 import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
@@ -76,10 +77,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const tm = createTaskManager({ store, sweepGraceMs: opts.sweepGraceMs });
 
   // A fault after which nothing may be written, met by any thread: stop, once.
-  let fault: EngineError | undefined;
+  const latch = createFaultLatch(log, describeError);
   // Once a fault stops the daemon, the failures it causes in timers and slots say nothing new.
   const quiet = (line: string): void => {
-    if (fault === undefined) log(line);
+    if (latch.fault === undefined) log(line);
   };
   let holder: Holder;
   try {
@@ -111,10 +112,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   let stopping = false;
 
   const fatal = (err: EngineError): void => {
-    if (fault !== undefined) return;
-    fault = err;
-    log(`stopping: ${describeError(err)}`);
-    void stop(FATAL_GRACE_MS);
+    if (latch.offer(err)) void stop(FATAL_GRACE_MS);
   };
   stores.sqlite?.onFault(fatal);
 
@@ -268,6 +266,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const drained = Promise.all(serving).then(() => true);
       const inTime = await Promise.race([drained, new Promise<false>((r) => setTimeout(() => r(false), graceMs).unref())]);
       channel.close();
+      latch.tell();
       if (!inTime) log(`grace period of ${graceMs} ms over; stopping the threads that are still busy`);
       // Leases of anything still held are let go now, so another daemon takes over at once.
       // Each slot leaves the holder first: a beat meanwhile would renew a lease just expired.
@@ -291,7 +290,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     stop,
     stopped,
     get fault() {
-      return fault;
+      return latch.fault;
     },
   };
 }

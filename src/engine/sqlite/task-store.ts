@@ -175,7 +175,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
   const sharedStop = (what: string): EngineError => {
     const corrupt = sharedFault(lock) === SHARED_FAULT.corrupt;
     guard?.trip(storeFault(corrupt ? 'STORE_CORRUPT' : 'STORE_REPLACED', path, what,
-      `another thread of this process found the database ${corrupt ? 'corrupt' : 'file or its -wal deleted or replaced'}; this one writes nothing more either`));
+      `another thread of this process found the database ${corrupt ? 'corrupt' : 'file or its -wal deleted or replaced'}; this one writes nothing more either`, { relayed: true }));
     return guard!.fault!;
   };
 
