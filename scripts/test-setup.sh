@@ -10,16 +10,17 @@
 #   xdotool     xdotool   the desktop tests (type_text beyond ASCII; saving the editor)
 #   mousepad    mousepad  the desktop tests (the small editor they drive)
 #   prometheus  promtool  test/monitor/metrics.test.ts (promtool check metrics over /metrics)
+#   pgbouncer   pgbouncer test/pg/pooler.test.ts (taskloop behind a pooler in transaction mode)
 #
 # TASKLOOP_TEST_SETUP=skip skips it.
 set -uo pipefail
 [ "${TASKLOOP_TEST_SETUP:-}" = skip ] && exit 0
 
-packages=(chromium xvfb xdotool mousepad prometheus)
-commands=(chromium Xvfb xdotool mousepad promtool)
+packages=(chromium xvfb xdotool mousepad prometheus pgbouncer)
+commands=(chromium Xvfb xdotool mousepad promtool pgbouncer)
 missing=()
 for i in "${!packages[@]}"; do
-  command -v "${commands[$i]}" >/dev/null 2>&1 || [ -x "/usr/bin/${commands[$i]}" ] || missing+=("${packages[$i]}")
+  command -v "${commands[$i]}" >/dev/null 2>&1 || [ -x "/usr/bin/${commands[$i]}" ] || [ -x "/usr/sbin/${commands[$i]}" ] || missing+=("${packages[$i]}")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
@@ -33,7 +34,7 @@ if [ "${as_root[0]:-}" = none ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "  install them with: sudo apt-get install -y --no-install-recommends ${missing[*]}"
     echo "  (this user cannot: not root, no passwordless sudo, or no apt-get)."
     echo "  Without them these tests fail: chromium → test/monitor/board.test.ts; xvfb, xdotool, mousepad →"
-    echo "  test/tools/desktop.test.ts and test/workers/desktop-daemon.test.ts; prometheus (promtool) → test/monitor/metrics.test.ts"
+    echo "  test/tools/desktop.test.ts and test/workers/desktop-daemon.test.ts; prometheus (promtool) → test/monitor/metrics.test.ts; pgbouncer → test/pg/pooler.test.ts"
   } >&2
   exit 0
 fi

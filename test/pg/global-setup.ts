@@ -5,10 +5,10 @@
  * folder, on a free loopback port; each test gets its own schema (test/stores.ts).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
+import { freePort } from '../net.js';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -16,17 +16,6 @@ declare module 'vitest' {
     /** The server is this run's own, deleted with its folder at the end: a test's schema need not be dropped. */
     pgThrowaway: boolean;
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 }
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {

@@ -97,6 +97,15 @@ const stalePlan = (err: unknown): boolean =>
   (err as { code?: unknown } | null)?.code === '0A000' && /cached plan must not change result type/.test(String((err as Error).message));
 const MAX_TRIES = 20;
 
+/**
+ * A statement this connection prepared is not on the server's session (26000), or one of its
+ * names already is on a session it never prepared it on (42P05): the session changed between
+ * statements, as behind a pooler in transaction mode (PgBouncer), where `wakeups=poll`
+ * (nothing prepared, no LISTEN) is the mode to use. The connection is not reused.
+ */
+const LOST_SESSION = new Set(['26000', '42P05']);
+const lostSession = (err: unknown): boolean => LOST_SESSION.has(String((err as { code?: unknown } | null)?.code));
+
 export function connectPg(location: PgLocation, opts: { now?: () => number; poolSize?: number } = {}): PgConnection {
   const config: pg.PoolConfig = {
     connectionString: location.connectionString,
@@ -190,7 +199,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         client.release();
         return rows;
       } catch (err) {
-        client?.release(stalePlan(err) || isConnectionError(err) ? (err as Error) : undefined);
+        client?.release(stalePlan(err) || isConnectionError(err) || lostSession(err) ? (err as Error) : undefined);
         if (stalePlan(err) && attempt < MAX_TRIES) continue;
         // A statement outside a transaction of ours (a create, a claim) that lost a conflict
         // wrote nothing: it runs again, as a transaction would (tx).
@@ -284,7 +293,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         throw fail(err, what);
       } finally {
         // A connection that failed mid-transaction is not given back for reuse.
-        client.release(!fresh || (broken !== undefined && isConnectionError(broken)) ? (broken as Error) : undefined);
+        client.release(!fresh || (broken !== undefined && (isConnectionError(broken) || lostSession(broken))) ? (broken as Error) : undefined);
       }
     }
   }
@@ -331,7 +340,7 @@ function faultOf(err: unknown): ErrorCode | undefined {
   if (isConnectionError(err)) return 'STORE_UNAVAILABLE';
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code !== 'string') return undefined;
-  if (code === '28P01' || code === '28000' || code === '53300' || code.startsWith('57P')) return 'STORE_UNAVAILABLE';
+  if (code === '28P01' || code === '28000' || code === '53300' || code.startsWith('57P') || LOST_SESSION.has(code)) return 'STORE_UNAVAILABLE';
   // A statement cancelled (statement_timeout, pg_cancel_backend) or a lock not had in time
   // (lock_timeout): the transaction is rolled back, nothing was written, try again later.
   // So is a serialization failure or a deadlock that was not run again (a multi-statement read).
@@ -349,5 +358,10 @@ export function pgFault(err: unknown, where: string, what: string): unknown {
   const code = faultOf(err);
   if (code === undefined) return err;
   const sqlstate = (err as { code?: unknown }).code;
-  return new EngineError(code, `${what} on ${where}: ${describeError(err)}`, { location: where, ...(typeof sqlstate === 'string' ? { sqlstate } : {}) });
+  const hint = lostSession(err)
+    ? ' (the server session changed between statements: behind a pooler in transaction mode, such as PgBouncer, add wakeups=poll to the URL)'
+    : /unsupported startup parameter/.test(String((err as { message?: unknown }).message))
+      ? ' (a pooler in between refuses the startup options taskloop sets its search path with: see "Behind a pooler" in the README)'
+      : '';
+  return new EngineError(code, `${what} on ${where}: ${describeError(err)}${hint}`, { location: where, ...(typeof sqlstate === 'string' ? { sqlstate } : {}) });
 }
