@@ -346,6 +346,9 @@ function faultOf(err: unknown): ErrorCode | undefined {
   // So is a serialization failure or a deadlock that was not run again (a multi-statement read).
   if (code === '57014' || code === '55P03' || RETRIED.has(code)) return 'STORE_BUSY';
   if (code === '3D000') return 'STORE_NOT_FOUND';
+  // taskloop's tables are not on this session's path: its schema was dropped under it, or a
+  // pooler reset the path. Like a SQLite file deleted while open: a daemon stops.
+  if (code === '42P01' || code === '3F000') return 'STORE_REPLACED';
   if (code === '53100') return 'STORE_FULL';
   if (code === '25006' || code === '42501') return 'STORE_READONLY';
   if (code === 'XX001' || code === 'XX002') return 'STORE_CORRUPT';
@@ -353,15 +356,20 @@ function faultOf(err: unknown): ErrorCode | undefined {
   return undefined;
 }
 
+/** What to do about a fault, where the server's own words do not say. */
+function hintOf(err: unknown, code: ErrorCode): string {
+  if (lostSession(err)) return ' (the server session changed between statements: behind a pooler in transaction mode, such as PgBouncer, add wakeups=poll to the URL)';
+  if (/unsupported startup parameter/.test(String((err as { message?: unknown }).message))) {
+    return ' (a pooler in between refuses the startup options taskloop sets its search path with: see "Behind a pooler" in the README)';
+  }
+  if (code === 'STORE_REPLACED') return " (taskloop's tables are not on this session's search path: was its schema dropped, or does a pooler in between reset the path?)";
+  return '';
+}
+
 /** The engine error for a server fault met doing `what`; anything else is returned as it is. */
 export function pgFault(err: unknown, where: string, what: string): unknown {
   const code = faultOf(err);
   if (code === undefined) return err;
   const sqlstate = (err as { code?: unknown }).code;
-  const hint = lostSession(err)
-    ? ' (the server session changed between statements: behind a pooler in transaction mode, such as PgBouncer, add wakeups=poll to the URL)'
-    : /unsupported startup parameter/.test(String((err as { message?: unknown }).message))
-      ? ' (a pooler in between refuses the startup options taskloop sets its search path with: see "Behind a pooler" in the README)'
-      : '';
-  return new EngineError(code, `${what} on ${where}: ${describeError(err)}${hint}`, { location: where, ...(typeof sqlstate === 'string' ? { sqlstate } : {}) });
+  return new EngineError(code, `${what} on ${where}: ${describeError(err)}${hintOf(err, code)}`, { location: where, ...(typeof sqlstate === 'string' ? { sqlstate } : {}) });
 }
