@@ -4,6 +4,7 @@ import { type Approval, toWireApproval } from '../engine/index.js';
 import type { CliContext } from './context.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
+import { printable } from '../workers/text.js';
 import { integer } from './parse.js';
 
 const STATES = ['pending', 'approved', 'rejected', 'expired', 'used', 'revoked'] as const;
@@ -24,7 +25,7 @@ export function registerApprovalCommands(program: Command, run: Run): void {
         if (state !== 'all' && !(STATES as readonly string[]).includes(state)) throw new UsageError(`--state must be one of ${STATES.join(', ')} or all`);
         const list = await runStore(ctx).listApprovals(state === 'all' ? undefined : (state as Approval['state']));
         ctx.out(list.map(toWireApproval), () =>
-          list.length === 0 ? `no ${state === 'all' ? '' : `${state} `}approvals` : list.map((a) => `#${a.id}  task ${a.taskId}  ${a.state.padEnd(8)} ${a.tool} ${JSON.stringify(a.args)}${a.expiresAt === null ? '' : `  expires ${new Date(a.expiresAt).toISOString()}`}`).join('\n'),
+          list.length === 0 ? `no ${state === 'all' ? '' : `${state} `}approvals` : list.map((a) => `#${a.id}  task ${a.taskId}  ${a.state.padEnd(8)} ${printable(a.tool)} ${printable(JSON.stringify(a.args))}${a.expiresAt === null ? '' : `  expires ${new Date(a.expiresAt).toISOString()}`}`).join('\n'),
         );
       }),
     );

@@ -20,6 +20,7 @@ import {
   isDatabaseUrl,
   redactUrl,
 } from '../engine/index.js';
+import { printable } from '../workers/text.js';
 
 export interface GlobalOptions {
   db?: string;
@@ -110,7 +111,8 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void, 
     },
     stdout,
     log(line) {
-      stderr(this.json ? JSON.stringify({ log: line, at: new Date().toISOString() }) : `${new Date().toISOString()} ${line}`);
+      // A log line may carry what an agent or a tool wrote (an error's message): one line, escaped.
+      stderr(this.json ? JSON.stringify({ log: line, at: new Date().toISOString() }) : `${new Date().toISOString()} ${printable(line)}`);
     },
     out(value, text) {
       stdout(this.json ? JSON.stringify(value) : text());

@@ -1,5 +1,6 @@
 /** Human-readable text for tasks and events (the JSON forms come from engine/wire.ts). */
 import type { Run, Task, TaskEvent, TaskWithEvents } from '../engine/index.js';
+import { printable as p } from '../workers/text.js';
 
 const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
 
@@ -8,7 +9,7 @@ function pad(s: string, n: number): string {
 }
 
 export function taskLine(t: Task): string {
-  return `${pad(`#${t.id}`, 7)} ${pad(t.state, 11)} ${pad(String(t.priority), 5)} ${pad(t.assignee ?? '-', 14)} ${t.title}`;
+  return `${pad(`#${t.id}`, 7)} ${pad(t.state, 11)} ${pad(String(t.priority), 5)} ${pad(p(t.assignee ?? '-'), 14)} ${p(t.title)}`;
 }
 
 export function taskTable(tasks: Task[]): string {
@@ -18,8 +19,9 @@ export function taskTable(tasks: Task[]): string {
 
 export function eventLine(e: TaskEvent): string {
   const move = typeof e.data.to === 'string' ? ` ${typeof e.data.from === 'string' ? `${e.data.from} -> ` : ''}${e.data.to}` : '';
-  const reason = typeof e.data.reason === 'string' ? ` (${e.data.reason})` : '';
-  return `${iso(e.createdAt)} #${e.id} task ${e.taskId ?? '-'} ${e.type}${move} by ${e.actorRole} ${e.actor}${reason}`;
+  // An agent's words: escaped, so a line break or an escape sequence in them cannot forge a line.
+  const reason = typeof e.data.reason === 'string' ? ` (${p(e.data.reason)})` : '';
+  return `${iso(e.createdAt)} #${e.id} task ${e.taskId ?? '-'} ${p(e.type)}${move} by ${e.actorRole} ${p(e.actor)}${reason}`;
 }
 
 export function runLines(r: Run): string[] {
@@ -33,15 +35,15 @@ export function runLines(r: Run): string[] {
 
 export function taskDetail(t: TaskWithEvents, runs: Run[] = []): string {
   const lines = [
-    `task ${t.id}: ${t.title}`,
+    `task ${t.id}: ${p(t.title)}`,
     `  state        ${t.state}`,
     `  priority     ${t.priority}`,
     `  queue        ${t.queue}`,
-    `  creator      ${t.creator}`,
-    `  assignee     ${t.assignee ?? '-'}`,
+    `  creator      ${p(t.creator)}`,
+    `  assignee     ${p(t.assignee ?? '-')}`,
     `  attempts     ${t.attempts} of ${t.maxAttempts}`,
     `  depends on   ${t.dependsOn.length > 0 ? t.dependsOn.join(', ') : '-'}`,
-    `  for agent    ${t.forAgent ?? '-'}`,
+    `  for agent    ${p(t.forAgent ?? '-')}`,
     `  requires     ${t.requires.length > 0 ? t.requires.join(', ') : '-'}`,
     `  run after    ${iso(t.runAfter)}`,
     `  lease until  ${iso(t.leaseExpiresAt)}`,

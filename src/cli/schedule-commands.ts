@@ -4,6 +4,7 @@ import type { Schedule } from '../engine/index.js';
 import { checkCron } from '../workers/cron.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
+import { printable } from '../workers/text.js';
 import { integer, jsonObjectFrom } from './parse.js';
 
 export function registerScheduleCommands(program: Command, run: Run): void {
@@ -38,7 +39,7 @@ export function registerScheduleCommands(program: Command, run: Run): void {
       run(cmd, async (ctx) => {
         const all = await ctx.schedules().listSchedules();
         ctx.out(all.map(wire), () =>
-          all.length === 0 ? 'no schedules' : all.map((s) => `#${s.id}  ${s.cron.padEnd(18)} ${s.catchUp.padEnd(5)} ${s.overlap ? 'overlap' : 'no-overlap'}  last task ${s.lastTaskId ?? '-'}  ${s.title}`).join('\n'),
+          all.length === 0 ? 'no schedules' : all.map((s) => `#${s.id}  ${s.cron.padEnd(18)} ${s.catchUp.padEnd(5)} ${s.overlap ? 'overlap' : 'no-overlap'}  last task ${s.lastTaskId ?? '-'}  ${printable(s.title)}`).join('\n'),
         );
       }),
     );

@@ -24,10 +24,10 @@ export const LIMITS = {
   jsonDepth: MAX_JSON_DEPTH,
 } as const;
 
-// Control characters would break one-line CLI output and logs; everything else in
+// Control characters (C0, DEL and C1) would break one-line CLI output and logs; everything else in
 // Unicode is fine (values are bound as parameters, or on PostgreSQL written into a
 // transaction's first statement as the hex of their bytes: never spliced into SQL as text).
-const noControl = (s: string) => !/[\u0000-\u001f\u007f]/.test(s);
+const noControl = (s: string) => !/[\u0000-\u001f\u007f-\u009f]/.test(s);
 // A lone surrogate is not text: the database stores U+FFFD in its place while the event's JSON
 // keeps the escape, so the row and its own event would disagree about what was written.
 const wellFormed = (s: string) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
@@ -108,7 +108,23 @@ const result = z
   .unknown()
   .refine(shallow, depthIssue)
   .refine((r) => r === undefined || byteLength(r) <= LIMITS.resultBytes, `at most ${LIMITS.resultBytes} bytes of JSON`);
-const reason = z.string().max(LIMITS.reasonChars).optional();
+/**
+ * Why, as an actor writes it on an event (a move, a cancel, a resume, an approval, a control):
+ * one line, as a title. An agent's reason is printed in the operator's `events` and `task
+ * show`, where a line break or an escape sequence forged lines and repainted the terminal;
+ * and on PostgreSQL a NUL or a lone surrogate could not be read back from the event's JSON.
+ */
+export const reasonText = z
+  .string()
+  .max(LIMITS.reasonChars, `at most ${LIMITS.reasonChars} characters`)
+  .refine(noControl, 'must not contain control characters')
+  .refine(wellFormed, NOT_WELL_FORMED);
+const reason = reasonText.optional();
+
+/** A reason given with a call no schema here sees whole (resume, control, approval): VALIDATION_FAILED if it is not one. */
+export function checkReason(value: string | undefined, what: string): void {
+  if (value !== undefined) parse(reasonText, value, `${what}: reason`);
+}
 
 export const transitionInput = z.strictObject({
   taskId,
@@ -148,7 +164,7 @@ export function parse<T>(schema: z.ZodType<T>, value: unknown, what: string): T 
  * with the keys in schema order. For anything else it returns undefined and the zod schema
  * decides, so every refusal is still zod's, with the same VALIDATION_FAILED message.
  */
-const CONTROL = /[\u0000-\u001f\u007f]/;
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/;
 const TOKEN = /^[A-Za-z0-9_.:-]{1,64}$/;
 const STATES: ReadonlySet<unknown> = new Set(TASK_STATES);
 const ROLES: ReadonlySet<unknown> = new Set(ACTOR_ROLES);
@@ -163,7 +179,7 @@ const isName = (v: unknown): v is string => typeof v === 'string' && v.length >=
 const isToken = (v: unknown): v is string => typeof v === 'string' && TOKEN.test(v);
 const isInt = (v: unknown, min: number, max: number): v is number => Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= max;
 const isTaskId = (v: unknown): v is number => isInt(v, 1, Number.MAX_SAFE_INTEGER);
-const isReason = (v: unknown): v is string => typeof v === 'string' && v.length <= LIMITS.reasonChars;
+const isReason = (v: unknown): v is string => typeof v === 'string' && v.length <= LIMITS.reasonChars && !CONTROL.test(v) && wellFormed(v);
 function isTokenList(v: unknown): v is string[] {
   if (!Array.isArray(v) || Object.getPrototypeOf(v) !== Array.prototype || v.length > LIMITS.capabilities) return false;
   for (let i = 0; i < v.length; i++) if (!isToken(v[i])) return false; // holes read as undefined

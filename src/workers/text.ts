@@ -28,3 +28,20 @@ export function clip(text: string, max: number): string {
 export function oneLine(text: string): string {
   return text.replace(/\s+/g, (run) => (LINE_BREAK.test(run) ? ' ' : run));
 }
+
+/**
+ * Characters that must not reach an operator's terminal as they are: C0 and C1 controls (a
+ * line break forges a line, an escape sequence moves the cursor or repaints), the line and
+ * paragraph separators, the bidirectional overrides and isolates (which reorder what is
+ * shown), and lone surrogates.
+ */
+const UNPRINTABLE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+const SHORT: Readonly<Record<string, string>> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/**
+ * Text someone else wrote (an agent's reason, a title, a tool's error), safe to print on one
+ * line of a terminal: each character above shown as its escape (`\n`, `\u001b`). Linear.
+ */
+export function printable(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => SHORT[c] ?? `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}

@@ -8,6 +8,7 @@
  * - a store fault (a full disk) lets the slot's lease go, so the sweep gives the task back.
  */
 import { type ClaimedTask, type RunStore, type TaskManager, asAgent, describeError, isEngineError, systemActor } from '../engine/index.js';
+import { clip, printable } from './text.js';
 
 /** How a handler ended. */
 export type HandlerOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };
@@ -27,13 +28,13 @@ export interface OutcomeWriterOptions {
   log: (line: string) => void;
 }
 
-/** A failure reason keeps the error's first line, clipped (reasons are at most 2000 characters). */
+/**
+ * A failure reason keeps the error's first line, clipped (reasons are at most 2000
+ * characters) and with any control character in it escaped (a reason may hold none).
+ */
 const REASON_CHARS = 500;
 
-const firstLine = (text: string): string => {
-  const line = text.split('\n')[0] ?? '';
-  return line.length > REASON_CHARS ? `${line.slice(0, REASON_CHARS - 1)}…` : line;
-};
+const firstLine = (text: string): string => clip(printable(text.split('\n')[0] ?? ''), REASON_CHARS);
 
 /** The handler's value as the JSON that will be stored, or why it cannot be. */
 function asJson(value: unknown): { ok: true; json: unknown } | { ok: false; why: string } {

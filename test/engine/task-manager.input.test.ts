@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { LIMITS, isEngineError } from '../../src/engine/index.js';
 import { agent, freshManager, operator } from '../helpers.js';
+import { portsOf } from '../stores.js';
 
 const NASTY = [`'; DROP TABLE tasks; --`, `" OR 1=1 --`, 'Robert\'); DELETE FROM task_events;--', '任务 🚀 ünïcödé', '%_\\'];
 
@@ -47,6 +48,18 @@ describe('bad input through the API', () => {
       ['lease as text', () => tm.claimTask({ agent: 'w', leaseMs: 'long' as unknown as number }), 'VALIDATION_FAILED'],
       ['list with unknown state', () => tm.findTasks({ states: ['nope' as never] }), 'VALIDATION_FAILED'],
       ['page over the limit', () => tm.findTasks({ limit: LIMITS.pageMax + 1 }), 'VALIDATION_FAILED'],
+      // A reason is printed on the operator's one-line views: no line breaks or escape
+      // sequences (a forged event line, a repainted terminal). NUL and lone surrogates the
+      // PostgreSQL store could not read back from the event's JSON (a raw 22P05 there).
+      ['reason with a line break', () => tm.transitionTask({ taskId: task.id, to: 'cancelled', actor: operator, reason: 'ok\n2026-01-01T00:00:00.000Z #9 task 1 task.transitioned review -> completed by operator operator' }), 'VALIDATION_FAILED'],
+      ['reason with an escape sequence', () => tm.cancelTask({ taskId: task.id, actor: operator, reason: '\u001b[2J' }), 'VALIDATION_FAILED'],
+      ['reason with a NUL', () => tm.cancelTask({ taskId: task.id, actor: operator, reason: 'a\u0000b' }), 'VALIDATION_FAILED'],
+      ['reason with a lone surrogate', () => tm.transitionTask({ taskId: task.id, to: 'cancelled', actor: operator, reason: 'x\ud800' }), 'VALIDATION_FAILED'],
+      ['a further move whose reason has a carriage return', () => tm.transitionTask({ taskId: task.id, to: 'cancelled', actor: operator, then: [{ to: 'pending', actor: operator, reason: 'a\rb' }] }), 'VALIDATION_FAILED'],
+      ['reason over the limit', () => tm.cancelTask({ taskId: task.id, actor: operator, reason: 'x'.repeat(LIMITS.reasonChars + 1) }), 'VALIDATION_FAILED'],
+      ['resume with a reason holding a NUL', () => portsOf(tm).runs.resumeRun({ taskId: task.id, actor: operator, reason: 'a\u0000' }), 'VALIDATION_FAILED'],
+      ['a control with a reason holding a line break', () => portsOf(tm).runs.setControl({ target: [task.id], state: 'paused', actor: operator, reason: 'a\nb' }), 'VALIDATION_FAILED'],
+      ['an approval decided with an escape sequence', () => portsOf(tm).runs.decideApproval({ approvalId: 1, approve: true, actor: operator, reason: '\u009b2J' }), 'VALIDATION_FAILED'],
     ];
     for (const [what, call, code] of cases) expect(await codeOf(call), what).toBe(code);
     expect({ stats: await tm.stats(), task: await tm.getTask(task.id) }).toEqual(before);

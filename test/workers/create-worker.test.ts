@@ -79,15 +79,17 @@ describe('createWorker', () => {
       agent: 'w1',
       handler: () => {
         calls++;
-        throw new Error(`boom ${calls}\nstack line that must not reach the reason`);
+        // A tab and an escape sequence in the message: a reason holds no control character, so
+        // they are written escaped (as they are, the move would be refused and the task stay held).
+        throw new Error(`boom ${calls}\t\u001b[31m\nstack line that must not reach the reason`);
       },
     });
     const failed = await until('failed', async () => ((await store.tm.getTask(task.id)).state === 'failed' ? store.tm.getTask(task.id) : undefined));
     expect(calls).toBe(2);
     const moves = failed.events.filter((e) => e.type === 'task.transitioned' && (e.data.to === 'pending' || e.data.to === 'failed')).map((e) => [e.data.to, e.actor, e.data.reason]);
     expect(moves).toEqual([
-      ['pending', 'daemon', 'handler failed: boom 1 (attempt 1 of 2; requeued)'],
-      ['failed', 'w1', 'handler failed: boom 2 (attempt 2 of 2)'],
+      ['pending', 'daemon', 'handler failed: boom 1\\t\\u001b[31m (attempt 1 of 2; requeued)'],
+      ['failed', 'w1', 'handler failed: boom 2\\t\\u001b[31m (attempt 2 of 2)'],
     ]);
     expect(failed.result).toBeNull();
   });

@@ -5,7 +5,7 @@
  */
 import { assertBindableName } from '../actors.js';
 import type { RunStore } from '../run-store.js';
-import { parseClaimInput } from '../schemas.js';
+import { checkReason, parseClaimInput } from '../schemas.js';
 import { pgApprovals } from './approvals.js';
 import { pgBreakers } from './breakers.js';
 import { claimable } from './claim.js';
@@ -45,7 +45,10 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     finishRun: (f, input) => value(write('finish run', (tx, at, ev) => pgRuns.finishRun(tx, f, input, at, ev), whole(f))),
     recordRestart: (f, runId, reason) => value(write('restart run', (tx, at, ev) => pgRuns.recordRestart(tx, f, runId, reason, at, ev), light(f))),
     parkRun: (f, input) => value(write('park run', (tx, at, ev) => pgRuns.parkRun(tx, f, input, at, ev), whole(f))),
-    resumeRun: (input) => value(write('resume run', (tx, at, ev) => pgRuns.resumeRun(tx, input, at, ev), wholeRow(input.taskId))),
+    resumeRun: async (input) => {
+      checkReason(input.reason, 'resume run');
+      return value(write('resume run', (tx, at, ev) => pgRuns.resumeRun(tx, input, at, ev), wholeRow(input.taskId)));
+    },
     releaseRun: (f, runId, reason) => value(write('release run', (tx, at, ev) => pgRuns.releaseRun(tx, f, runId, reason, at, ev), whole(f))),
     getRun: (runId) => read(() => pgRuns.getRun(q, runId)),
     runsOf: (taskId) => read(() => pgRuns.runsOf(q, taskId)),
@@ -54,13 +57,15 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     getControl: (taskId) => read(() => pgControls.get(q, taskId)),
     watchControls: (onChange) => store.watchControls(onChange),
     listControls: () => read(() => pgControls.list(q)),
-    setControl: (request) =>
-      value(write('control', async (tx, at, ev) => {
+    setControl: async (request) => {
+      checkReason(request.reason, 'control');
+      return value(write('control', async (tx, at, ev) => {
         const affected = await pgControls.set(tx, request, at, ev);
         // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
         if (request.state === 'stopped') await pgApprovals.revokeUnused(tx, request.target === 'all' ? 'all' : affected, at, ev);
         return affected;
-      })),
+      }));
+    },
 
     // The common case — a closed breaker, a success — needs no write transaction at all.
     breakerAcquire: async (tool, policy) =>
@@ -95,7 +100,10 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     approvalForStep: (stepId) => read(() => pgApprovals.forStep(q, stepId)),
     reparkForApproval: (f, approval) => value(write('repark', (tx, at, ev) => pgApprovals.repark(tx, f, approval, at, ev), whole(f))),
     useApproval: (f, id) => value(write('use approval', (tx, at, ev) => pgApprovals.use(tx, f, id, at, ev), whole(f))),
-    decideApproval: (input) => value(write('decide approval', (tx, at, ev) => pgApprovals.decide(tx, input, at, ev))),
+    decideApproval: async (input) => {
+      checkReason(input.reason, 'decide approval');
+      return value(write('decide approval', (tx, at, ev) => pgApprovals.decide(tx, input, at, ev)));
+    },
     expireApprovals: () => value(write('expire approvals', (tx, at, ev) => pgApprovals.expire(tx, at, ev))),
     listApprovals: (state, limit = 100) => read(() => pgApprovals.list(q, state, limit)),
     countApprovals: (state) => read(() => pgApprovals.count(q, state)),

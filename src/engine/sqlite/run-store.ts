@@ -1,7 +1,7 @@
 /** The SQLite adapter of the RunStore port, sharing the task store's connection and thread. */
 import { assertBindableName } from '../actors.js';
 import type { RunStore } from '../run-store.js';
-import { parseClaimInput } from '../schemas.js';
+import { checkReason, parseClaimInput } from '../schemas.js';
 import { prepareClaim, prepareClaimable } from './claim.js';
 import { prepareApprovals } from './approvals.js';
 import { prepareBreakers } from './breakers.js';
@@ -51,17 +51,22 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     finishRun: (f, input) => value(write('finish run', (ev, now) => runs.finishRun(f, input, now, ev))),
     recordRestart: (f, runId, reason) => value(write('restart run', (ev, now) => runs.recordRestart(f, runId, reason, now, ev))),
     parkRun: (f, input) => value(write('park run', (ev, now) => runs.parkRun(f, input, now, ev))),
-    resumeRun: (input) => value(write('resume run', (ev, now) => runs.resumeRun(input, now, ev))),
+    resumeRun: async (input) => {
+      checkReason(input.reason, 'resume run');
+      return value(write('resume run', (ev, now) => runs.resumeRun(input, now, ev)));
+    },
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => read('read control', () => controls.get(taskId)),
     listControls: async () => read('list controls', () => controls.list()),
-    setControl: (request) =>
-      value(write('control', (ev, now) => {
+    setControl: async (request) => {
+      checkReason(request.reason, 'control');
+      return value(write('control', (ev, now) => {
         const affected = controls.set(request, now, ev);
         // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
         if (request.state === 'stopped') approvals.revokeUnused(request.target === 'all' ? 'all' : affected, now, ev);
         return affected;
-      })),
+      }));
+    },
     watchControls: (onChange) => store.watchControls(onChange),
     getRun: async (runId) => read('read run', () => runs.getRun(runId)),
     getScreen: async (runId) => read('read screen', () => runs.getScreen(runId)),
@@ -91,7 +96,10 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     approvalForStep: async (stepId) => read('read approval', () => approvals.forStep(stepId)),
     reparkForApproval: (f, approval) => value(write('repark', (ev, now) => approvals.repark(runs.fence, f, approval, now, ev))),
     useApproval: (f, id) => value(write('use approval', (ev, now) => approvals.use(runs.fence, f, id, now, ev))),
-    decideApproval: (input) => value(write('decide approval', (ev, now) => approvals.decide(input, now, ev))),
+    decideApproval: async (input) => {
+      checkReason(input.reason, 'decide approval');
+      return value(write('decide approval', (ev, now) => approvals.decide(input, now, ev)));
+    },
     expireApprovals: () => value(write('expire approvals', (ev, now) => approvals.expire(now, ev))),
     listApprovals: async (state, limit = 100) => read('list approvals', () => approvals.list(state, limit)),
     countApprovals: async (state) => read('count approvals', () => approvals.count(state)),

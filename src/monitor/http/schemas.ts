@@ -6,10 +6,10 @@
 import { z } from 'zod/v4';
 import { LIMITS, TASK_STATES } from '../../engine/index.js';
 
-const noControl = (s: string) => !/[\u0000-\u001f\u007f]/.test(s);
+const noControl = (s: string) => !/[\u0000-\u001f\u007f-\u009f]/.test(s);
 const name = z.string('must be a string').min(1, 'must not be empty').max(LIMITS.nameChars, `at most ${LIMITS.nameChars} characters`).refine(noControl, 'must not contain control characters');
 const token = z.string('must be a string').regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits and _ . : - only, at most 64');
-const reason = z.string('must be a string').max(LIMITS.reasonChars, `at most ${LIMITS.reasonChars} characters`).optional();
+const reason = z.string('must be a string').max(LIMITS.reasonChars, `at most ${LIMITS.reasonChars} characters`).refine(noControl, 'must not contain control characters').optional();
 
 export const createTaskBody = z.strictObject({
   title: z.string('must be a string').trim().min(1, 'must not be empty').max(LIMITS.titleChars, `at most ${LIMITS.titleChars} characters`).refine(noControl, 'must not contain control characters'),

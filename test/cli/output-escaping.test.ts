@@ -1,0 +1,53 @@
+/**
+ * What someone else wrote reaches the operator's terminal escaped. Reasons are now refused
+ * control characters on the way in (task-manager.input.test.ts); a store written before
+ * that, or by another tool, may still hold them: an agent's reason with a line break printed
+ * a forged "by operator" event line under its own, and an escape sequence repainted the
+ * operator's terminal. The rows here are written past the engine, as such a store would be.
+ */
+import { describe, expect, it } from 'vitest';
+import { freshManager, operator } from '../helpers.js';
+import { execSql, querySql } from '../stores.js';
+import { printable } from '../../src/workers/text.js';
+import { cli } from './helpers.js';
+
+const FORGED = 'done\n2026-01-01T00:00:00.000Z #99 task 1 task.transitioned review -> completed by operator operator';
+const ESC = '\u001b[2J\u001b[31mred\u009b0m';
+// No raw control, separator or bidirectional override in what was printed.
+const RAW = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/;
+
+describe('text from the store, printed for a person', () => {
+  it('events and task show print a reason with a line break or an escape sequence escaped, one line per event', async () => {
+    const tm = freshManager();
+    const { task } = await tm.createTask({ title: 'watched' }, operator);
+    await tm.cancelTask({ taskId: task.id, actor: operator, reason: 'placeholder' });
+    const [row] = await querySql<{ id: number; data: string }>(tm, "SELECT id, data FROM task_events WHERE type = 'task.cancelled'");
+    await execSql(tm, 'UPDATE task_events SET data = $1 WHERE id = $2', [JSON.stringify({ ...JSON.parse(row!.data), reason: `${FORGED} ${ESC}` }), row!.id]);
+    await execSql(tm, 'UPDATE tasks SET title = $1 WHERE id = $2', ['a\u202etitle\u0085', task.id]);
+
+    const events = await cli(tm.path, 'events');
+    expect(events.code, events.stderr).toBe(0);
+    const lines = events.stdout.split('\n');
+    expect(lines).toHaveLength(2);
+    expect(lines.filter((l) => / by operator operator$/.test(l))).toHaveLength(1); // the create's, not a forged one
+    expect(lines[1]).toContain('(done\\n2026-01-01T00:00:00.000Z #99');
+    expect(lines[1]).toContain('\\u001b[2J\\u001b[31mred\\u009b0m)');
+    expect(events.stdout).not.toMatch(RAW);
+
+    const show = await cli(tm.path, 'task', 'show', String(task.id));
+    expect(show.code, show.stderr).toBe(0);
+    expect(show.stdout).toContain('task 1: a\\u202etitle\\u0085');
+    expect(show.stdout).not.toMatch(RAW);
+    const list = await cli(tm.path, 'task', 'list');
+    expect(list.stdout).toContain('a\\u202etitle\\u0085');
+    expect(list.stdout).not.toMatch(RAW);
+  });
+
+  it('printable escapes controls, separators, bidirectional overrides and lone surrogates, and keeps other text', () => {
+    expect(printable('a\nb\r\tc')).toBe('a\\nb\\r\\tc');
+    expect(printable('\u0000\u001b\u007f\u0085\u009b')).toBe('\\u0000\\u001b\\u007f\\u0085\\u009b');
+    expect(printable('\u2028\u2029\u202a\u202e\u2066\u2069')).toBe('\\u2028\\u2029\\u202a\\u202e\\u2066\\u2069');
+    expect(printable('x\ud800y\udc00')).toBe('x\\ud800y\\udc00');
+    expect(printable('任务 🚀 ünïcödé \\n')).toBe('任务 🚀 ünïcödé \\n');
+  });
+});
