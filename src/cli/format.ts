@@ -29,7 +29,7 @@ export function runLines(r: Run): string[] {
   const lines = [
     `  run ${r.id}: ${r.phase}${r.stopReason === null ? '' : ` (${r.stopReason})`}, ${u.steps} of ${r.budget.maxSteps} steps, ${u.writeCalls} writes, ${u.tokens} tokens, checkpoint ${r.checkpointVersion}`,
   ];
-  if (r.envelope !== null) lines.push(`    envelope ${JSON.stringify(r.envelope)}`);
+  if (r.envelope !== null) lines.push(`    envelope ${p(JSON.stringify(r.envelope))}`);
   return lines;
 }
 
@@ -49,8 +49,9 @@ export function taskDetail(t: TaskWithEvents, runs: Run[] = []): string {
     `  lease until  ${iso(t.leaseExpiresAt)}`,
     `  created      ${iso(t.createdAt)}`,
     `  updated      ${iso(t.updatedAt)}`,
-    `  card         ${JSON.stringify(t.card)}`,
-    `  result       ${t.result === null ? '-' : JSON.stringify(t.result)}`,
+    // JSON escapes C0 controls, not C1, separators or bidi overrides; printable's escapes keep it JSON.
+    `  card         ${p(JSON.stringify(t.card))}`,
+    `  result       ${t.result === null ? '-' : p(JSON.stringify(t.result))}`,
     ...(runs.length > 0 ? ['runs:', ...runs.flatMap(runLines)] : []),
     'events:',
     ...t.events.map((e) => `  ${eventLine(e)}`),

@@ -24,6 +24,8 @@ describe('text from the store, printed for a person', () => {
     const [row] = await querySql<{ id: number; data: string }>(tm, "SELECT id, data FROM task_events WHERE type = 'task.cancelled'");
     await execSql(tm, 'UPDATE task_events SET data = $1 WHERE id = $2', [JSON.stringify({ ...JSON.parse(row!.data), reason: `${FORGED} ${ESC}` }), row!.id]);
     await execSql(tm, 'UPDATE tasks SET title = $1 WHERE id = $2', ['a\u202etitle\u0085', task.id]);
+    // A card and a result are an agent's JSON: JSON.stringify leaves C1 and bidi overrides as they are.
+    await execSql(tm, 'UPDATE tasks SET card = $1, result = $2 WHERE id = $3', [JSON.stringify({ goal: 'g\u009b2J' }), JSON.stringify({ note: '\u2066x\u2069' }), task.id]);
 
     const events = await cli(tm.path, 'events');
     expect(events.code, events.stderr).toBe(0);
@@ -37,6 +39,8 @@ describe('text from the store, printed for a person', () => {
     const show = await cli(tm.path, 'task', 'show', String(task.id));
     expect(show.code, show.stderr).toBe(0);
     expect(show.stdout).toContain('task 1: a\\u202etitle\\u0085');
+    expect(show.stdout).toContain('card         {"goal":"g\\u009b2J"}');
+    expect(show.stdout).toContain('result       {"note":"\\u2066x\\u2069"}');
     expect(show.stdout).not.toMatch(RAW);
     const list = await cli(tm.path, 'task', 'list');
     expect(list.stdout).toContain('a\\u202etitle\\u0085');
