@@ -4,7 +4,7 @@ import { type Approval, toWireApproval } from '../engine/index.js';
 import type { CliContext } from './context.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
-import { printable } from '../workers/text.js';
+import { printable } from '../engine/text.js';
 import { integer } from './parse.js';
 
 const STATES = ['pending', 'approved', 'rejected', 'expired', 'used', 'revoked'] as const;

@@ -20,7 +20,7 @@ import {
   isDatabaseUrl,
   redactUrl,
 } from '../engine/index.js';
-import { printable } from '../workers/text.js';
+import { printable } from '../engine/text.js';
 
 export interface GlobalOptions {
   db?: string;

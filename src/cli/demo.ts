@@ -11,6 +11,7 @@ import type { RunStore, Task, TaskEvent } from '../engine/index.js';
 import { ticketCard } from '../tools/ticket-card.js';
 import { ticketStoreFor } from '../tools/tickets.js';
 import { startDaemon } from '../workers/daemon.js';
+import { printable } from '../engine/text.js';
 import type { CliContext } from './context.js';
 import type { Run } from './task-commands.js';
 import type { HttpServer } from '../monitor/http/server.js';
@@ -30,7 +31,13 @@ function stepCard(text: string) {
   };
 }
 
+/** An event as one line of the demo's board; what a planner chose (a tool's name) is escaped. */
 function describe(e: TaskEvent): string | null {
+  const line = describeRaw(e);
+  return line === null ? null : printable(line);
+}
+
+function describeRaw(e: TaskEvent): string | null {
   const d = e.data;
   switch (e.type) {
     case 'run.started':
@@ -50,7 +57,7 @@ function describe(e: TaskEvent): string | null {
 
 async function askToApprove(ctx: CliContext, runs: RunStore, approvalId: number, auto: boolean): Promise<void> {
   const approval = await runs.getApproval(approvalId);
-  const what = `${approval.tool} ${JSON.stringify(approval.args)}`;
+  const what = printable(`${approval.tool} ${JSON.stringify(approval.args)}`);
   let yes = true;
   if (!auto) {
     const rl = createInterface({ input: process.stdin, output: process.stderr });

@@ -1,6 +1,6 @@
 /** Human-readable text for tasks and events (the JSON forms come from engine/wire.ts). */
 import type { Run, Task, TaskEvent, TaskWithEvents } from '../engine/index.js';
-import { printable as p } from '../workers/text.js';
+import { printable as p } from '../engine/text.js';
 
 const iso = (ms: number | null) => (ms === null ? '-' : new Date(ms).toISOString());
 
@@ -27,7 +27,7 @@ export function eventLine(e: TaskEvent): string {
 export function runLines(r: Run): string[] {
   const u = r.usage;
   const lines = [
-    `  run ${r.id}: ${r.phase}${r.stopReason === null ? '' : ` (${r.stopReason})`}, ${u.steps} of ${r.budget.maxSteps} steps, ${u.writeCalls} writes, ${u.tokens} tokens, checkpoint ${r.checkpointVersion}`,
+    `  run ${r.id}: ${r.phase}${r.stopReason === null ? '' : ` (${p(r.stopReason)})`}, ${u.steps} of ${r.budget.maxSteps} steps, ${u.writeCalls} writes, ${u.tokens} tokens, checkpoint ${r.checkpointVersion}`,
   ];
   if (r.envelope !== null) lines.push(`    envelope ${p(JSON.stringify(r.envelope))}`);
   return lines;

@@ -19,7 +19,7 @@ import { registerServeCommand } from './serve-command.js';
 import { registerTicketCommands } from './ticket-commands.js';
 import { registerToolCommands } from './tool-commands.js';
 import { type Run, registerTaskCommands } from './task-commands.js';
-import { oneLine as onOneLine } from '../workers/text.js';
+import { oneLine as onOneLine, printable } from '../engine/text.js';
 
 export interface CliIo {
   stdout: (line: string) => void;
@@ -31,9 +31,13 @@ const defaultIo: CliIo = {
   stderr: (line) => process.stderr.write(`${line}\n`),
 };
 
-/** An error message on one line; linear, since a message may quote an agent's card. */
+/**
+ * An error message on one line, printable: a message may quote what an agent wrote (a card's
+ * key, an agent's name), whose escape sequences must not reach the operator's terminal.
+ * Linear, since the quote may be long.
+ */
 function oneLine(text: string): string {
-  return onOneLine(text).trim();
+  return printable(onOneLine(text).trim());
 }
 
 /** `task list` for the `list` subcommand of `task`: the names below the program's. */
@@ -50,7 +54,8 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
 
   const fail = (code: string, message: string, exit: number): void => {
     exitCode = exit;
-    if (json) io.stderr(JSON.stringify({ error: { code, message: oneLine(message) } }));
+    // JSON escapes C0 itself; printable over the whole text escapes the rest the same way.
+    if (json) io.stderr(printable(JSON.stringify({ error: { code, message: onOneLine(message).trim() } })));
     else io.stderr(`taskloop: ${code === 'USAGE' ? '' : `${code}: `}${oneLine(message)}`);
   };
 

@@ -4,7 +4,7 @@ import type { Schedule } from '../engine/index.js';
 import { checkCron } from '../workers/cron.js';
 import { UsageError } from './context.js';
 import type { Run } from './task-commands.js';
-import { printable } from '../workers/text.js';
+import { oneLine, printable } from '../engine/text.js';
 import { integer, jsonObjectFrom } from './parse.js';
 
 export function registerScheduleCommands(program: Command, run: Run): void {
@@ -25,7 +25,8 @@ export function registerScheduleCommands(program: Command, run: Run): void {
         const catchUp = o.catchUp ?? 'skip';
         if (!['skip', 'one', 'all'].includes(catchUp)) throw new UsageError(`--catch-up must be skip, one or all, not '${catchUp}'`);
         const card = jsonObjectFrom(o.card, 'card');
-        const title = (o.title as string | undefined) ?? (typeof card.goal === 'string' && card.goal.trim() !== '' ? card.goal.slice(0, 200) : `every ${o.cron}`);
+        // The default title is the goal on one line, escaped (a title holds no control characters).
+        const title = (o.title as string | undefined) ?? (typeof card.goal === 'string' && card.goal.trim() !== '' ? printable(oneLine(card.goal.slice(0, 200))) : `every ${o.cron}`);
         const store = ctx.schedules();
         const s = await store.addSchedule({ cron: o.cron, title, card, queue: o.queue, catchUp, overlap: o.overlap !== false }, ctx.actor);
         ctx.out(wire(s), () => `added schedule ${s.id}: ${s.cron} (catch-up ${s.catchUp}${s.overlap ? '' : ', no overlap'})`);

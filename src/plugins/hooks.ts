@@ -11,6 +11,7 @@
  * for observers and verifiers); the handler sees the hook's signal in its place.
  */
 import { type Boxed, describeFailure, timebox } from './timebox.js';
+import { oneLine, printable } from '../engine/text.js';
 
 export const HOOK_NAMES = ['tool_before', 'tool_after', 'run_start', 'run_end', 'task_transition', 'session_reset'] as const;
 export type HookName = (typeof HOOK_NAMES)[number];
@@ -175,7 +176,9 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
   const observerTimeout = checkTimeout('observerTimeoutMs', opts.observerTimeoutMs ?? DEFAULT_OBSERVER_TIMEOUT_MS);
   let closed = false;
   const report =
-    opts.onError ?? ((plugin, hook, err) => process.stderr.write(`taskloop: plugin ${plugin} failed in ${hook}: ${describeFailure(err)}\n`));
+    opts.onError ??
+    // A plugin's error may quote what an agent wrote: one line, escaped, on the operator's terminal.
+    ((plugin, hook, err) => process.stderr.write(`taskloop: plugin ${printable(plugin)} failed in ${hook}: ${printable(oneLine(describeFailure(err)))}\n`));
 
   return {
     plugins,

@@ -12,6 +12,7 @@
  *
  * The id of a refusal is the request's own when it is a valid id, else null.
  */
+import { oneLine as onOneLine, printable } from '../engine/text.js';
 import {
   ErrorCode,
   type JSONRPCMessage,
@@ -44,10 +45,14 @@ export type RequestSchemas = Readonly<Record<string, MessageSchema>>;
 const REQUEST_MEMBERS = new Set(['jsonrpc', 'id', 'method', 'params']);
 const RESPONSE_MEMBERS = new Set(['jsonrpc', 'id', 'result', 'error']);
 
-/** A message text on one line: control characters become spaces, at most 300 characters. */
+/**
+ * A message text on one line, at most 300 characters before escaping: line breaks become
+ * spaces, and the other controls, bidi overrides and lone surrogates are escaped (`\u001b`),
+ * since a client shows the message to a person and it may quote what an agent sent.
+ */
 export function oneLine(text: string): string {
-  const flat = text.replace(/[\u0000-\u001f\u007f\u2028\u2029]+/g, ' ').trim();
-  return flat.length > 300 ? `${flat.slice(0, 299)}…` : flat;
+  const flat = onOneLine(text.length > 1200 ? text.slice(0, 1200) : text).trim();
+  return printable(flat.length > 300 ? `${flat.slice(0, 299)}…` : flat);
 }
 
 export function errorReply(id: RequestIdOrNull, code: number, message: string): ErrorReply {

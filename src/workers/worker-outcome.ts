@@ -8,7 +8,7 @@
  * - a store fault (a full disk) lets the slot's lease go, so the sweep gives the task back.
  */
 import { type ClaimedTask, type RunStore, type TaskManager, asAgent, describeError, isEngineError, systemActor } from '../engine/index.js';
-import { clip, printable } from './text.js';
+import { clip, printable } from '../engine/text.js';
 
 /** How a handler ended. */
 export type HandlerOutcome = { ok: true; value: unknown } | { ok: false; error: unknown };

@@ -5,10 +5,12 @@
  * a forged "by operator" event line under its own, and an escape sequence repainted the
  * operator's terminal. The rows here are written past the engine, as such a store would be.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { freshManager, operator } from '../helpers.js';
+import { freshManager, operator, tempDir } from '../helpers.js';
 import { execSql, querySql } from '../stores.js';
-import { printable } from '../../src/workers/text.js';
+import { printable } from '../../src/engine/text.js';
 import { cli } from './helpers.js';
 
 const FORGED = 'done\n2026-01-01T00:00:00.000Z #99 task 1 task.transitioned review -> completed by operator operator';
@@ -53,5 +55,24 @@ describe('text from the store, printed for a person', () => {
     expect(printable('\u2028\u2029\u202a\u202e\u2066\u2069')).toBe('\\u2028\\u2029\\u202a\\u202e\\u2066\\u2069');
     expect(printable('x\ud800y\udc00')).toBe('x\\ud800y\\udc00');
     expect(printable('任务 🚀 ünïcödé \\n')).toBe('任务 🚀 ünïcödé \\n');
+  });
+
+  it('printable escapes the bidi marks, the zero-width space and the byte-order mark, and keeps the joiners emoji and scripts need', () => {
+    expect(printable('a\u200eb\u200fc\u061cd\u200be\ufefff')).toBe('a\\u200eb\\u200fc\\u061cd\\u200be\\ufefff');
+    expect(printable('👩\u200d💻 می\u200cخواهم')).toBe('👩\u200d💻 می\u200cخواهم');
+  });
+
+  it("an error line quoting what an agent wrote (a card's unknown key) is escaped, as text and as JSON", async () => {
+    const dir = tempDir();
+    const file = join(dir, 'card.json');
+    writeFileSync(file, JSON.stringify({ goal: 'g', planner: 'scripted', script: [{ action: 'done' }], 'x\u001b[2J\u202e\u0085': 1 }));
+    const plain = await cli(join(dir, 'tasks.db'), 'card', 'check', file);
+    expect(plain.code).toBe(1);
+    expect(plain.stderr).toMatch(/^taskloop: VALIDATION_FAILED: .*Unrecognized key: "x\\u001b\[2J\\u202e\\u0085"$/);
+    expect(plain.stderr).not.toMatch(RAW);
+    const json = await cli(join(dir, 'tasks.db'), '--json', 'card', 'check', file);
+    expect(json.stderr).not.toMatch(RAW);
+    // The same message once parsed: escaping in the JSON text changes nothing a program reads.
+    expect((JSON.parse(json.stderr) as { error: { message: string } }).error.message).toContain('x\u001b[2J\u202e\u0085');
   });
 });

@@ -128,6 +128,22 @@ describe('hooks and plugins', () => {
     expect(after).toEqual(['completed']); // the next observer still ran
   });
 
+  it('with no onError, a plugin failure goes to stderr on one line, escaped: its message may quote what an agent wrote', async () => {
+    const written: string[] = [];
+    const write = process.stderr.write.bind(process.stderr);
+    process.stderr.write = ((chunk: string | Uint8Array) => written.push(String(chunk)) > 0) as typeof process.stderr.write;
+    try {
+      const r = createHookRegistry();
+      await r.use({ name: 'boom', register: (api) => api.on('run_end', () => {
+        throw new Error('refused "\u001b[2J\u202e"\nforged line');
+      }) });
+      await r.emit('run_end', { taskId: 1, runId: 1, agent: 'bot', phase: 'completed', stopReason: 'done' });
+    } finally {
+      process.stderr.write = write;
+    }
+    expect(written).toEqual(['taskloop: plugin boom failed in run_end: refused "\\u001b[2J\\u202e" forged line\n']);
+  });
+
   it("an observer that throws is reported and the others run; a stopped run's observers are still told, with their signal fired", async () => {
     const reports: string[] = [];
     const seen: Array<{ tool: string; aborted: boolean }> = [];

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { DecideInput } from '../../src/workers/planner.js';
 import { PROMPT_LIMITS, buildPrompt } from '../../src/workers/planners/prompt.js';
-import { clip, oneLine } from '../../src/workers/text.js';
+import { clip, oneLine } from '../../src/engine/text.js';
 
 const input = (over: Partial<DecideInput> = {}): DecideInput => ({
   goal: 'close T-1',

@@ -4,7 +4,7 @@
  * only: the wire format (and the openai types) belong to llm.ts.
  */
 import type { DecideInput, StepSummary } from '../planner.js';
-import { clip, oneLine } from '../text.js';
+import { clip, oneLine } from '../../engine/text.js';
 
 /**
  * How much of the run the prompt carries. Every field that comes from a card, a tool or a
