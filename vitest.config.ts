@@ -34,6 +34,7 @@ export const CONTRACT = [
   'test/engine/authority-stores.test.ts',
   'test/engine/wake-queues.test.ts',
   'test/engine/run-stats.test.ts',
+  'test/engine/store-input.test.ts',
   'test/workers/loop.*.test.ts',
   'test/workers/gate.test.ts',
   'test/workers/plan.test.ts',

@@ -5,6 +5,7 @@
 import { z } from 'zod/v4';
 import { EngineError } from './errors.js';
 import { MAX_JSON_DEPTH, depthMessage, nestsDeeper } from './json-depth.js';
+import { LONE_SURROGATE } from './text.js';
 import { ACTOR_ROLES, type Actor, type ActorRole, type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';
 
 export const LIMITS = {
@@ -20,6 +21,8 @@ export const LIMITS = {
   priority: 1_000_000,
   maxAttempts: 100,
   leaseMs: 24 * 3_600_000,
+  /** The latest time (epoch ms) a JavaScript Date holds. */
+  timeMs: 8_640_000_000_000_000,
   /** Levels of objects and arrays in any JSON input (json-depth.ts). */
   jsonDepth: MAX_JSON_DEPTH,
 } as const;
@@ -30,7 +33,7 @@ export const LIMITS = {
 const noControl = (s: string) => !/[\u0000-\u001f\u007f-\u009f]/.test(s);
 // A lone surrogate is not text: the database stores U+FFFD in its place while the event's JSON
 // keeps the escape, so the row and its own event would disagree about what was written.
-const wellFormed = (s: string) => !/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(s);
+const wellFormed = (s: string) => !LONE_SURROGATE.test(s);
 const NOT_WELL_FORMED = 'must be well-formed Unicode (no lone surrogate)';
 
 export const name = z
@@ -57,19 +60,22 @@ export const card = z
 
 export const actor = z.strictObject({ id: name, role: z.enum(ACTOR_ROLES) });
 
+export const title = z
+  .string('must be a string')
+  .trim()
+  .min(1, 'must not be empty')
+  .max(LIMITS.titleChars, `at most ${LIMITS.titleChars} characters`)
+  .refine(noControl, 'must not contain control characters')
+  .refine(wellFormed, NOT_WELL_FORMED);
+
 const createFields = {
-  title: z
-    .string('must be a string')
-    .trim()
-    .min(1, 'must not be empty')
-    .max(LIMITS.titleChars, `at most ${LIMITS.titleChars} characters`)
-    .refine(noControl, 'must not contain control characters')
-    .refine(wellFormed, NOT_WELL_FORMED),
+  title,
   card: card.optional(),
   priority: z.int('must be an integer').min(-LIMITS.priority).max(LIMITS.priority).optional(),
   dependsOn: z.array(taskId).max(LIMITS.dependencies).optional(),
   idempotencyKey: name.optional(),
-  runAfter: z.int().nonnegative().optional(),
+  // A time a Date can hold: past it, every surface that prints the task threw RangeError.
+  runAfter: z.int().nonnegative().max(LIMITS.timeMs, 'must be a time before the year 275760').optional(),
   queue: token.optional(),
   forAgent: name.optional(),
   requires: z.array(token).max(LIMITS.capabilities).optional(),

@@ -5,6 +5,7 @@
  * an approval. Requires `services.tickets` (a TicketStore: `ticketStoreFor` the host's store).
  */
 import { z } from 'zod/v4';
+import { LONE_SURROGATE } from '../engine/text.js';
 import type { PgTaskStore, SqliteTaskStore, TaskStore } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 import type { TicketStore } from './ticket-store.js';
@@ -66,6 +67,18 @@ export const updateTicketPriority = defineTool({
   execute: async ({ ticket_id, priority }, ctx) => tickets(ctx).setPriority(ticket_id, priority),
 });
 
+/**
+ * What a page says: lines of text. No control characters but line breaks and tabs (a page is
+ * read on a pager, and PostgreSQL stores no NUL), no lone surrogates.
+ */
+const pageText = (min: number) =>
+  z
+    .string()
+    .min(min)
+    .max(1000)
+    .refine((m) => !/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/.test(m), 'must not contain control characters but line breaks and tabs')
+    .refine((m) => !LONE_SURROGATE.test(m), 'must be well-formed Unicode (no lone surrogate)');
+
 export const notifyOncall = defineTool({
   name: 'notify_oncall',
   description: 'Page the on-call engineer about a ticket in scope (high risk: needs an approval).',
@@ -73,7 +86,7 @@ export const notifyOncall = defineTool({
   risk: 'high',
   idempotent: true,
   target,
-  args: z.strictObject({ ticket_id: TICKET_ID, message: z.string().min(1).max(1000) }),
+  args: z.strictObject({ ticket_id: TICKET_ID, message: pageText(1) }),
   execute: async ({ ticket_id, message }, ctx) => tickets(ctx).notify(ticket_id, message, ctx.idempotencyKey),
 });
 
@@ -84,7 +97,7 @@ export const closeTicket = defineTool({
   risk: 'high',
   idempotent: true,
   target,
-  args: z.strictObject({ ticket_id: TICKET_ID, resolution: z.string().max(1000).optional() }),
+  args: z.strictObject({ ticket_id: TICKET_ID, resolution: pageText(0).optional() }),
   execute: async ({ ticket_id }, ctx) => tickets(ctx).close(ticket_id, ctx.idempotencyKey),
 });
 

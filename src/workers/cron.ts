@@ -1,12 +1,6 @@
-/** Cron expressions and timed jobs (the one module that imports `cron`). */
-import { CronJob, CronTime, validateCronExpression } from 'cron';
-import { EngineError } from '../engine/index.js';
-
-/** Throws VALIDATION_FAILED unless `expr` is a cron expression (5 fields, or 6 with seconds). */
-export function checkCron(expr: string): void {
-  const { valid, error } = validateCronExpression(expr);
-  if (!valid) throw new EngineError('VALIDATION_FAILED', `cron: '${expr}' is not a cron expression (${error?.message ?? 'invalid'})`);
-}
+/** Timed jobs and fire times (with engine/schedule-input.ts, which checks an expression, the modules that import `cron`). */
+import { CronJob, CronTime } from 'cron';
+export { checkCron } from '../engine/schedule-input.js';
 
 /** Fire times of `expr` strictly after `after` and at or before `until` (epoch ms), at most `max`, in UTC. */
 export function fireTimes(expr: string, after: number, until: number, max = 1000): number[] {

@@ -5,6 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Step, type StepKind, isEngineError, parseDuration } from '../engine/index.js';
+import { clip, printable } from '../engine/text.js';
 import { splitImage } from './images.js';
 import { type Decision, type Observation, PlannerError } from './planner.js';
 import { planView, replan } from './plan.js';
@@ -31,6 +32,19 @@ export async function* end(r: RunScope, ...args: Parameters<RunScope['finish']>)
   return new Ended(fin.result);
 }
 
+/**
+ * Text a step stores that may quote what an agent or a planner wrote: a tool's name as the
+ * planner gave it, an error quoting its arguments. Written escaped and bounded, so the step
+ * is written as it is on every store (PostgreSQL stores no NUL; a run whose every attempt
+ * met that failed for ever) and prints on one line. A registered tool's name (a-z, 0-9, _,
+ * at most 64) passes unchanged, so a resume still finds the tool a step names.
+ */
+function stepText(text: string, max: number): string;
+function stepText(text: string | undefined, max: number): string | undefined;
+function stepText(text: string | undefined, max: number): string | undefined {
+  return text === undefined ? undefined : printable(clip(text, max));
+}
+
 /** Counts a failed step; true when that spends the run's `max_failures`. */
 function failure(r: RunScope): boolean {
   r.state.usage.consecutiveFailures++;
@@ -43,7 +57,7 @@ function failure(r: RunScope): boolean {
  */
 export async function* begin(r: RunScope, kind: StepKind, tool: string, args: unknown, key?: string, read = false): AsyncGenerator<TaskLoopEvent, Step, undefined> {
   r.trace.openStep(kind);
-  const input = { runId: r.run.id, kind, tool, args, idempotencyKey: key };
+  const input = { runId: r.run.id, kind, tool: stepText(tool, 100), args, idempotencyKey: key };
   const started = read ? r.journal.beginLater(input, r.state.lastSeq + 1) : await r.runs.beginStep(r.fence, input);
   r.state.lastSeq = started.seq;
   yield { type: 'step_started', step: started };
@@ -56,7 +70,7 @@ export type SettleStatus = 'ok' | 'failed' | 'rejected' | 'unknown' | 'abandoned
 /** Settles a begun step. A write's outcome is written now; any other's is held back (journal.ts). */
 export async function* settle(r: RunScope, started: Step, status: SettleStatus, out: SettleOut): AsyncGenerator<TaskLoopEvent, Step, undefined> {
   const input = {
-    stepId: started.id, status, result: out.result, error: out.error, durationMs: out.durationMs, tokens: out.tokens, screen: out.screen,
+    stepId: started.id, status, result: out.result, error: stepText(out.error, 1000), durationMs: out.durationMs, tokens: out.tokens, screen: out.screen,
     usage: { ...r.state.usage }, eventData: { progress: r.progress() },
   };
   const write = started.kind === 'action' && r.ctx.tools.get(started.tool ?? '')?.kind !== 'read';
@@ -70,7 +84,7 @@ export async function* settle(r: RunScope, started: Step, status: SettleStatus, 
 /** A step that completed before it was written (a decision, a refused call): held back, written with the next write. */
 async function* completed(r: RunScope, kind: StepKind, status: 'ok' | 'failed' | 'rejected', fields: { tool?: string; args?: unknown; result?: unknown; error?: string; durationMs: number; tokens?: number; startedAt: number }): AsyncGenerator<TaskLoopEvent, Step, undefined> {
   const seq = ++r.state.lastSeq;
-  const step = r.journal.record({ runId: r.run.id, kind, status, ...fields, usage: { ...r.state.usage }, eventData: { progress: r.progress() } }, seq);
+  const step = r.journal.record({ runId: r.run.id, kind, status, ...fields, tool: stepText(fields.tool, 100), error: stepText(fields.error, 1000), usage: { ...r.state.usage }, eventData: { progress: r.progress() } }, seq);
   r.trace.closeStep(step);
   yield { type: 'step_started', step: { ...step, status: 'started', finishedAt: null } };
   r.state.summaries.push(summaryOf(step));

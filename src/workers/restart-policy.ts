@@ -4,6 +4,7 @@
  * weak answers restart the run with cleared working memory; past MAX_RESTARTS the run asks
  * for input, with the reason, the requirements and the original goal.
  */
+import { clip, printable } from '../engine/text.js';
 import type { Fence, RunStore } from '../engine/index.js';
 import type { HookRegistry } from '../plugins/hooks.js';
 import type { Decision } from './planner.js';
@@ -58,7 +59,8 @@ export async function applyRestartPolicy(input: PolicyInput): Promise<PolicyOutc
   const cause = answers.blocked >= 2 ? 'two answers were blocked' : 'three answers were weak';
   answers.blocked = 0;
   answers.weak = 0;
-  const restarts = await input.runs.recordRestart(input.fence, input.runId, `${cause}: ${verdict.reason}`);
+  // The verifier's words may quote the agent: the event's reason is one printable line.
+  const restarts = await input.runs.recordRestart(input.fence, input.runId, printable(clip(`${cause}: ${verdict.reason}`, 300)));
   const detail = `Reason: ${cause} (${verdict.reason}). Requirements: every answer must pass verifier ${verdict.plugin} with a score of 2 or more. Original goal: ${input.goal}`;
   if (restarts > MAX_RESTARTS) return { kind: 'give_up', message: `stopped after ${MAX_RESTARTS} restarts. ${detail}` };
   return { kind: 'restart', restarts, cause, rejection: { tool: 'restart', reason: `restart ${restarts} of ${MAX_RESTARTS}. ${detail}` } };

@@ -42,6 +42,9 @@ describe('bad input through the API', () => {
       ['fractional priority', () => tm.createTask({ title: 't', priority: 1.5 }, operator), 'VALIDATION_FAILED'],
       ['unknown field', () => tm.createTask({ title: 't', colour: 'red' } as never, operator), 'VALIDATION_FAILED'],
       ['bad queue name', () => tm.createTask({ title: 't', queue: 'a b' }, operator), 'VALIDATION_FAILED'],
+      // Past the latest time a Date holds: created, it made task show and the wire form throw RangeError.
+      ['run after the end of Date', () => tm.createTask({ title: 't', runAfter: LIMITS.timeMs + 1 }, operator), 'VALIDATION_FAILED'],
+      ['run after 9e15 in a batch', () => tm.createTasks([{ title: 't', runAfter: 9e15 }], operator), 'VALIDATION_FAILED'],
       ['unknown state', () => tm.transitionTask({ taskId: task.id, to: 'done' as never, actor: operator }), 'VALIDATION_FAILED'],
       ['unknown role', () => tm.cancelTask({ taskId: task.id, actor: { id: 'x', role: 'root' as never } }), 'VALIDATION_FAILED'],
       ['empty agent', () => tm.claimTask({ agent: '' }), 'VALIDATION_FAILED'],

@@ -4,7 +4,7 @@
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { TaskStore } from '../../src/engine/index.js';
-import { ticketStoreFor } from '../../src/tools/tickets.js';
+import { closeTicket, notifyOncall, ticketStoreFor } from '../../src/tools/tickets.js';
 import { cli, cliJson } from '../cli/helpers.js';
 import { freshManager } from '../helpers.js';
 import { execSql, openTaskStore } from '../stores.js';
@@ -47,6 +47,16 @@ describe('the ticket store', () => {
     // The key of the refused page is still free.
     expect(await tickets.notify('T-1000', 'page', 'k1')).toMatchObject({ sent: true });
     expect(await tickets.list()).toHaveLength(100);
+  });
+
+  it('a page or a resolution with a NUL, an escape sequence or a lone surrogate is refused by the tool, before the store; lines and tabs pass', () => {
+    // The planner writes these arguments; on PostgreSQL a NUL reached the server as a raw 22021.
+    for (const message of ['a\u0000b', 'on fire\u001b[2J', 'x\ud800', '\u0085']) {
+      expect(() => notifyOncall.parse({ ticket_id: 'T-1024', message })).toThrow(/control characters|well-formed/);
+      expect(() => closeTicket.parse({ ticket_id: 'T-1024', resolution: message })).toThrow(/control characters|well-formed/);
+    }
+    expect(notifyOncall.parse({ ticket_id: 'T-1024', message: 'line one\n\tline two' })).toEqual({ ticket_id: 'T-1024', message: 'line one\n\tline two' });
+    expect(closeTicket.parse({ ticket_id: 'T-1024', resolution: '' })).toEqual({ ticket_id: 'T-1024', resolution: '' });
   });
 
   it('every change bumps the version; a page is sent once per key and marks the ticket once; a close closes once', async () => {

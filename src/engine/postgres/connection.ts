@@ -353,8 +353,14 @@ function faultOf(err: unknown): ErrorCode | undefined {
   if (code === '25006' || code === '42501') return 'STORE_READONLY';
   if (code === 'XX001' || code === 'XX002') return 'STORE_CORRUPT';
   if (code.startsWith('58')) return 'STORE_IO';
+  // A value the server cannot hold (a NUL in text or JSON, a number past a bigint): the
+  // engine's checks refuse these first; this names any that slips past them, not INTERNAL.
+  if (VALUE_REFUSED.has(code)) return 'VALIDATION_FAILED';
   return undefined;
 }
+
+/** character_not_in_repertoire, untranslatable_character, invalid_text_representation, numeric_value_out_of_range. */
+const VALUE_REFUSED = new Set(['22021', '22P05', '22P02', '22003']);
 
 /** What to do about a fault, where the server's own words do not say. */
 function hintOf(err: unknown, code: ErrorCode): string {
@@ -362,6 +368,7 @@ function hintOf(err: unknown, code: ErrorCode): string {
   if (/unsupported startup parameter/.test(String((err as { message?: unknown }).message))) {
     return ' (a pooler in between refuses the startup options taskloop sets its search path with: see "Behind a pooler" in the README)';
   }
+  if (code === 'VALIDATION_FAILED') return ' (a value holds what PostgreSQL cannot store, such as a NUL character, or a number out of range; nothing was written)';
   if (code === 'STORE_REPLACED') return " (taskloop's tables are not on this session's search path: was its schema dropped, or does a pooler in between reset the path?)";
   return '';
 }

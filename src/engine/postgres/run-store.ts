@@ -5,7 +5,8 @@
  */
 import { assertBindableName } from '../actors.js';
 import type { RunStore } from '../run-store.js';
-import { checkReason, parseClaimInput } from '../schemas.js';
+import { parseClaimInput } from '../schemas.js';
+import { checkedRunStore } from '../run-input.js';
 import { pgApprovals } from './approvals.js';
 import { pgBreakers } from './breakers.js';
 import { claimable } from './claim.js';
@@ -28,7 +29,8 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
   const runStats = createPgRunStats(q);
   const now = () => store.conn.now();
 
-  return {
+  // Inputs are checked once for both adapters (run-input.ts).
+  return checkedRunStore({
     claimRun: async (input, budgetOf, opts) => {
       const parsed = { ...parseClaimInput(input), start: true };
       assertBindableName(parsed.agent, 'claim');
@@ -46,7 +48,6 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     recordRestart: (f, runId, reason) => value(write('restart run', (tx, at, ev) => pgRuns.recordRestart(tx, f, runId, reason, at, ev), light(f))),
     parkRun: (f, input) => value(write('park run', (tx, at, ev) => pgRuns.parkRun(tx, f, input, at, ev), whole(f))),
     resumeRun: async (input) => {
-      checkReason(input.reason, 'resume run');
       return value(write('resume run', (tx, at, ev) => pgRuns.resumeRun(tx, input, at, ev), wholeRow(input.taskId)));
     },
     releaseRun: (f, runId, reason) => value(write('release run', (tx, at, ev) => pgRuns.releaseRun(tx, f, runId, reason, at, ev), whole(f))),
@@ -58,7 +59,6 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     watchControls: (onChange) => store.watchControls(onChange),
     listControls: () => read(() => pgControls.list(q)),
     setControl: async (request) => {
-      checkReason(request.reason, 'control');
       return value(write('control', async (tx, at, ev) => {
         const affected = await pgControls.set(tx, request, at, ev);
         // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
@@ -101,7 +101,6 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     reparkForApproval: (f, approval) => value(write('repark', (tx, at, ev) => pgApprovals.repark(tx, f, approval, at, ev), whole(f))),
     useApproval: (f, id) => value(write('use approval', (tx, at, ev) => pgApprovals.use(tx, f, id, at, ev), whole(f))),
     decideApproval: async (input) => {
-      checkReason(input.reason, 'decide approval');
       return value(write('decide approval', (tx, at, ev) => pgApprovals.decide(tx, input, at, ev)));
     },
     expireApprovals: () => value(write('expire approvals', (tx, at, ev) => pgApprovals.expire(tx, at, ev))),
@@ -111,5 +110,5 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
 
     runStats: (since) => read(async () => runStats(since, await now())),
     compact: (before) => value(write('compact', (tx, at, ev) => pgRetention.compact(tx, before, at, ev))),
-  };
+  });
 }

@@ -14,6 +14,7 @@ import { DEFAULT_QUEUE, SCHEDULER_SCOPE } from '../creation.js';
 import { EngineError } from '../errors.js';
 import { SCHEDULER, type ScheduleRow, fireKey, skippedFire, toSchedule } from '../schedule-rows.js';
 import type { ScheduleStore } from '../schedules.js';
+import { checkedScheduleStore } from '../schedule-input.js';
 import { isTerminal } from '../states.js';
 import type { Card, TaskState } from '../types.js';
 import { appendEvent } from './moves.js';
@@ -26,7 +27,8 @@ export function createPgScheduleStore(store: PgTaskStore): ScheduleStore {
   const { write, read } = store;
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
-  return {
+  // Inputs are checked once for both adapters (schedule-input.ts).
+  return checkedScheduleStore({
     addSchedule: (input, creator) =>
       value(
         write('add schedule', async (q, now, events) => {
@@ -94,5 +96,5 @@ export function createPgScheduleStore(store: PgTaskStore): ScheduleStore {
           return result;
         }),
       ),
-  };
+  });
 }

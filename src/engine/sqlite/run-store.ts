@@ -1,7 +1,8 @@
 /** The SQLite adapter of the RunStore port, sharing the task store's connection and thread. */
 import { assertBindableName } from '../actors.js';
 import type { RunStore } from '../run-store.js';
-import { checkReason, parseClaimInput } from '../schemas.js';
+import { parseClaimInput } from '../schemas.js';
+import { checkedRunStore } from '../run-input.js';
 import { prepareClaim, prepareClaimable } from './claim.js';
 import { prepareApprovals } from './approvals.js';
 import { prepareBreakers } from './breakers.js';
@@ -29,7 +30,8 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const claimable = prepareClaimable(db);
   const value = async <T>(p: Promise<{ value: T }>): Promise<T> => (await p).value;
 
-  return {
+  // Inputs are checked once for both adapters (run-input.ts).
+  return checkedRunStore({
     claimRun: async (input, budgetOf, opts) => {
       const parsed = { ...parseClaimInput(input), start: true };
       assertBindableName(parsed.agent, 'claim');
@@ -52,14 +54,12 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     recordRestart: (f, runId, reason) => value(write('restart run', (ev, now) => runs.recordRestart(f, runId, reason, now, ev))),
     parkRun: (f, input) => value(write('park run', (ev, now) => runs.parkRun(f, input, now, ev))),
     resumeRun: async (input) => {
-      checkReason(input.reason, 'resume run');
       return value(write('resume run', (ev, now) => runs.resumeRun(input, now, ev)));
     },
     releaseRun: (f, runId, reason) => value(write('release run', (ev, now) => runs.releaseRun(f, runId, reason, now, ev))),
     getControl: async (taskId) => read('read control', () => controls.get(taskId)),
     listControls: async () => read('list controls', () => controls.list()),
     setControl: async (request) => {
-      checkReason(request.reason, 'control');
       return value(write('control', (ev, now) => {
         const affected = controls.set(request, now, ev);
         // A stop also revokes approvals granted but not yet used (DESIGN §5: stop-all revokes grants).
@@ -97,7 +97,6 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     reparkForApproval: (f, approval) => value(write('repark', (ev, now) => approvals.repark(runs.fence, f, approval, now, ev))),
     useApproval: (f, id) => value(write('use approval', (ev, now) => approvals.use(runs.fence, f, id, now, ev))),
     decideApproval: async (input) => {
-      checkReason(input.reason, 'decide approval');
       return value(write('decide approval', (ev, now) => approvals.decide(input, now, ev)));
     },
     expireApprovals: () => value(write('expire approvals', (ev, now) => approvals.expire(now, ev))),
@@ -106,5 +105,5 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     getApproval: async (id) => read('read approval', () => approvals.get(id)),
     runStats: async (since) => read('run stats', () => runStats(since, store.now())),
     compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),
-  };
+  });
 }

@@ -3,6 +3,7 @@ import { checkCardAuthor, mayRemoveSchedule } from '../authority.js';
 import { EngineError } from '../errors.js';
 import { SCHEDULER, type ScheduleRow as Row, fireKey, skippedFire, toSchedule } from '../schedule-rows.js';
 import type { ScheduleStore } from '../schedules.js';
+import { checkedScheduleStore } from '../schedule-input.js';
 import { isTerminal } from '../states.js';
 import type { Card, TaskState } from '../types.js';
 import { DEFAULT_QUEUE, SCHEDULER_SCOPE, prepareCreate } from './create.js';
@@ -23,7 +24,8 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
   const stateOf = db.prepare<[number], { state: TaskState }>('SELECT state FROM tasks WHERE id = ?');
   const advance = db.prepare('UPDATE schedules SET last_fire_at = MAX(last_fire_at, ?), last_task_id = ? WHERE id = ?');
 
-  return {
+  // Inputs are checked once for both adapters (schedule-input.ts).
+  return checkedScheduleStore({
     addSchedule: async (input, creator) =>
       (await write('add schedule', (events, now) => {
         const verdict = checkCardAuthor(input.card, creator);
@@ -80,5 +82,5 @@ export function createSqliteScheduleStore(store: SqliteTaskStore): ScheduleStore
         advance.run(advanceTo, lastTask, id);
         return result;
       })).value,
-  };
+  });
 }
