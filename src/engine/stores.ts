@@ -48,6 +48,12 @@ export interface StoresOptions {
   poolSize?: number;
   /** SQLite: writes asked for in one turn of the event loop share a transaction (see SqliteStoreOptions). */
   groupCommit?: boolean;
+  /**
+   * PostgreSQL: the schema must exist already (a daemon's threads open it after its main
+   * thread): gone, it is STORE_REPLACED rather than created again. SQLite's threads need no
+   * such flag: the main thread's guard sees a file replaced under it (sqlite/guard.ts).
+   */
+  existing?: boolean;
   log?: (line: string) => void;
 }
 
@@ -58,7 +64,7 @@ export const isPostgresUrl = (name: string): boolean => /^postgres(ql)?:\/\//.te
 
 export function createStores(opts: StoresOptions): Stores {
   if (isPostgresUrl(opts.database)) {
-    const store = createPgStore({ url: opts.database, ...(opts.poolSize === undefined ? {} : { poolSize: opts.poolSize }), ...(opts.log === undefined ? {} : { log: opts.log }) });
+    const store = createPgStore({ url: opts.database, existing: opts.existing === true, ...(opts.poolSize === undefined ? {} : { poolSize: opts.poolSize }), ...(opts.log === undefined ? {} : { log: opts.log }) });
     return { kind: 'postgres', location: redactUrl(opts.database), store, runs: createPgRunStore(store), schedules: createPgScheduleStore(store), sqlite: undefined, ready: store.ready };
   }
   if (isDatabaseUrl(opts.database)) {

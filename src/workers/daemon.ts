@@ -27,6 +27,7 @@ import {
   createWriteLock,
   FATAL_FAULTS,
   describeError,
+  type FaultReporter,
   faultReporter,
   isEngineError,
 } from '../engine/index.js';
@@ -121,6 +122,23 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     config,
     onError: (err) => (isFatal(err) ? fatal(err) : log(`worker thread error: ${describeError(err)}`)),
   });
+
+  /**
+   * A job's reporter: a fault no retry mends (FATAL_FAULTS: the store replaced, corrupt, its
+   * schema gone) stops the daemon, as it does when a thread meets it; others are retried. On
+   * SQLite the store's own onFault hook says so too; on PostgreSQL this is how the main
+   * thread's jobs (heartbeat aside) tell, not only a thread's next claim.
+   */
+  const jobReport = (what: string): FaultReporter => {
+    const report = faultReporter(what, quiet);
+    return {
+      get failures() {
+        return report.failures;
+      },
+      failed: (err) => (isFatal(err) ? fatal(err) : report.failed(err)),
+      ok: () => report.ok(),
+    };
+  };
 
   const sweep = async () => {
     const swept = await tm.sweep();
@@ -233,7 +251,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       if (reclaimed.length > 0) {
         log(`reclaimed tasks ${reclaimed.join(', ')} from a daemon that is gone`);
       }
-    }, faultReporter('dead-daemon check', quiet)),
+    }, jobReport('dead-daemon check')),
     cronWithBackoff(opts.sweepCron ?? '*/5 * * * * *', async () => {
       await sweep();
       const expired = await runs.expireApprovals();
@@ -242,13 +260,13 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         const compacted = await runs.compact((await store.clock()) - opts.retainMs);
         if (compacted > 0) log(`retention: compacted the history of ${compacted} finished tasks`);
       }
-    }, faultReporter('sweep', quiet)),
+    }, jobReport('sweep')),
     cronWithBackoff(opts.schedulerCron ?? '* * * * * *', async () => {
       // Fire times by the store's clock: on PostgreSQL every daemon's scheduler agrees on it.
       const { created, skipped } = await runSchedulerTick(schedules, await store.clock());
       if (created.length > 0) log(`scheduler: created tasks ${created.join(', ')}`);
       if (skipped.length > 0) log(`scheduler: skipped ${skipped.length} fire(s) that would overlap`);
-    }, faultReporter('scheduler', quiet)),
+    }, jobReport('scheduler')),
   );
 
   let resolveStopped!: () => void;

@@ -5,14 +5,29 @@
  * logged and retried for ever.
  */
 import { describe, expect, it } from 'vitest';
-import { isEngineError } from '../../src/engine/index.js';
+import { createStores, isEngineError } from '../../src/engine/index.js';
 import { codeOf, freshManager, operator } from '../helpers.js';
 import { daemonCard, startDaemonProcess } from '../workers/daemon-helpers.js';
-import { sql } from './sql.js';
+import { admin, sql } from './sql.js';
 
+/**
+ * Drops the test's schema; if that waits on a lock for long, fails naming the sessions that
+ * hold one (the drop needs every table's lock, so a session left idle in a transaction on
+ * one would block it for ever).
+ */
 const dropSchema = async (url: string) => {
   const schema = new URL(url).searchParams.get('schema')!;
-  await sql(url, `DROP SCHEMA ${schema} CASCADE`);
+  try {
+    await sql(url, `SET lock_timeout = '20s'; DROP SCHEMA ${schema} CASCADE`);
+  } catch (err) {
+    const holders = await sql(
+      url,
+      `SELECT a.pid, a.state, a.application_name, l.mode, left(a.query, 200) AS query FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+       JOIN pg_class c ON c.oid = l.relation JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND l.granted`,
+      [schema],
+    );
+    throw new Error(`DROP SCHEMA ${schema}: ${(err as Error).message}; lock holders: ${JSON.stringify(holders)}`);
+  }
 };
 
 describe('the schema dropped under an open store', () => {
@@ -29,20 +44,46 @@ describe('the schema dropped under an open store', () => {
     ]) {
       const err = await call().then(() => undefined, (e: unknown) => e);
       expect(isEngineError(err) && err.code, String(err)).toBe('STORE_REPLACED');
-      expect((err as Error).message).toMatch(/relation "\w+" does not exist \(taskloop's tables are not on this session's search path: was its schema dropped/);
+      expect((err as Error).message).toMatch(/relation "[\w.]+" does not exist \(taskloop's tables are not on this session's search path: was its schema dropped/);
     }
+  });
+
+  it("a store opened as `existing` (a daemon's thread) finds the schema gone and says so; it does not make it again", async () => {
+    const tm = freshManager();
+    await tm.createTask({ title: 'before' }, operator);
+    await dropSchema(tm.path);
+    // A thread that started late: before, it made a new empty schema, and the daemon went on
+    // in it (its heartbeat found its row gone, it registered anew, and nothing ever stopped it).
+    const late = createStores({ database: tm.path, existing: true });
+    const err = await late.ready.then(() => undefined, (e: unknown) => e);
+    expect(isEngineError(err) && err.code, String(err)).toBe('STORE_REPLACED');
+    expect((err as Error).message).toMatch(/^open on .*: schema t_\w+ is gone \(dropped since this process opened it\?\); it is not created again here$/);
+    expect(await codeOf(late.store.findTasks({}))).toBe('STORE_REPLACED');
+    await late.store.close();
+    const schema = new URL(tm.path).searchParams.get('schema')!;
+    expect(await sql(tm.path, 'SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).toEqual([]);
+    // Opened as usual (the CLI, a daemon's main thread), the schema is made: a new database.
+    const fresh = createStores({ database: tm.path });
+    await fresh.ready;
+    expect(await fresh.store.findTasks({})).toEqual([]);
+    await fresh.store.close();
   });
 
   it('a daemon on it stops with STORE_REPLACED and exits 1', async () => {
     const tm = freshManager();
     await tm.createTask({ title: 'run first', card: daemonCard() }, operator);
     const daemon = await startDaemonProcess(tm.path, ['--workers', '2']);
-    await daemon.waitForLine(/run \d+: completed/);
+    await daemon.waitForLine(/run \d+: completed/, 30_000);
     await dropSchema(tm.path);
     expect(await codeOf(tm.createTask({ title: 'after', card: daemonCard() }, operator))).toBe('STORE_REPLACED');
-    expect(await daemon.exited).toBe(1);
+    const exit = await Promise.race([daemon.exited, new Promise<string>((r) => setTimeout(() => r('still running after 25 s'), 25_000).unref())]);
+    if (exit !== 1) {
+      // What every session of the server was doing while the daemon did not stop.
+      const sessions = await admin(tm.path.replace(/[?&]schema=[^&]*/, ''), `SELECT pid, state, wait_event_type, wait_event, now() - xact_start AS xact_age, left(query, 160) AS query FROM pg_stat_activity WHERE pid <> pg_backend_pid() AND backend_type = 'client backend'`);
+      expect(exit, `${daemon.lines.join('\n')}\nsessions: ${JSON.stringify(sessions)}`).toBe(1);
+    }
     expect(daemon.lines.filter((l) => /stopping: STORE_REPLACED/.test(l))).toHaveLength(1);
-    expect(daemon.lines.at(-1)).toMatch(/^taskloop: STORE_REPLACED: .*relation "\w+" does not exist/);
+    expect(daemon.lines.at(-1)).toMatch(/^taskloop: STORE_REPLACED: .*relation "[\w.]+" does not exist/);
     expect(daemon.lines.join('\n')).not.toMatch(/INTERNAL|\n\s+at /);
   });
 });

@@ -241,7 +241,7 @@ export const PG_MIGRATIONS: readonly string[] = [
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */
-export async function migratePg(conn: PgConnection): Promise<number> {
+export async function migratePg(conn: PgConnection, opts: { existing?: boolean } = {}): Promise<number> {
   const { schema, display } = conn.location;
   const known = PG_MIGRATIONS.length;
   const tooNew = (version: number) =>
@@ -252,6 +252,11 @@ export async function migratePg(conn: PgConnection): Promise<number> {
     });
   const current = await readVersion(conn);
   if (current === known) return current;
+  // A daemon's thread that starts late (or again) must not make a schema dropped under the
+  // daemon anew: its other threads and its main thread would go on, quietly, in an empty one.
+  if (current === 0 && opts.existing === true) {
+    throw new EngineError('STORE_REPLACED', `open on ${display}: schema ${schema} is gone (dropped since this process opened it?); it is not created again here`, { location: display, schema });
+  }
   if (current > known) throw tooNew(current);
   return conn.tx('migrate', async (q) => {
     // Unquoted identifiers are safe: parsePgUrl checked the schema's name.

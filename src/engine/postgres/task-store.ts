@@ -47,6 +47,12 @@ export interface PgStoreOptions {
   poolSize?: number;
   /** The watch's poll interval (watch.ts). */
   pollMs?: number;
+  /**
+   * The schema was made by whoever opened the database first (a daemon's worker threads, after
+   * its main thread): if it is gone, opening is STORE_REPLACED, never a new empty schema.
+   * @defaultValue false (a missing schema is created)
+   */
+  existing?: boolean;
   log?: (line: string) => void;
 }
 
@@ -71,7 +77,7 @@ export interface PgTaskStore extends TaskStore {
 export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   const location = parsePgUrl(opts.url);
   const conn = connectPg(location, { now: opts.now, poolSize: opts.poolSize });
-  const ready = migratePg(conn).then(() => undefined);
+  const ready = migratePg(conn, { existing: opts.existing === true }).then(() => undefined);
   // Nobody may have asked yet: the rejection is kept for the first caller, not reported unhandled.
   ready.catch(() => undefined);
   const horizon = createHorizon(conn);
