@@ -39,8 +39,10 @@ describe('a crash storm', () => {
       return tasks.every((t) => TERMINAL.has(t.state) || t.state === 'waiting');
     };
     let kills = 0;
+    // Two runs in flight, not the default 64: with all 24 at once one daemon's life could
+    // finish every task before its kill (seen under load: a storm of one kill).
     for (; kills < KILLS && !(await settled()); kills++) {
-      const d = await startDaemonProcess(tm.path, ['--workers', '2', '--lease', '2s']);
+      const d = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '2', '--lease', '2s']);
       await new Promise((r) => setTimeout(r, 120 + Math.floor(Math.random() * 350)));
       d.child.kill('SIGKILL');
       await d.exited;
