@@ -112,10 +112,12 @@ export function createContext(opts: GlobalOptions, stdout: (s: string) => void, 
     stdout,
     log(line) {
       // A log line may carry what an agent or a tool wrote (an error's message): one line, escaped.
-      stderr(this.json ? JSON.stringify({ log: line, at: new Date().toISOString() }) : `${new Date().toISOString()} ${printable(line)}`);
+      stderr(this.json ? printable(JSON.stringify({ log: line, at: new Date().toISOString() })) : `${new Date().toISOString()} ${printable(line)}`);
     },
     out(value, text) {
-      stdout(this.json ? JSON.stringify(value) : text());
+      // JSON escapes C0 itself; printable escapes C1, separators and bidi characters the same
+      // way (`\u009b`), so a program reads the same value and a person's terminal is safe.
+      stdout(this.json ? printable(JSON.stringify(value)) : text());
     },
     async close() {
       // The TaskManager closes the store it wraps; the ports share its connection.

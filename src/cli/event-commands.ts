@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { toWireEvent } from '../engine/index.js';
 import { type MonitorSnapshot, createMonitor } from '../monitor/monitor.js';
+import { printable } from '../engine/text.js';
 import { eventLine } from './format.js';
 import type { Run } from './task-commands.js';
 import { duration, integer, taskIdArg } from './parse.js';
@@ -14,7 +15,7 @@ function statsText(s: MonitorSnapshot): string {
     `throughput   ${s.throughput_per_second.toFixed(2)} tasks/s over ${s.window_seconds}s`,
     `runs         ${Object.entries(s.runs_by_phase).map(([p, n]) => `${p} ${n}`).join(', ') || '-'} (failure rate ${(s.failure_rate * 100).toFixed(0)}%)`,
     `steps        ${steps.join('; ') || '-'}`,
-    `breakers     ${s.breakers.map((b) => `${b.tool} ${b.state}`).join(', ') || 'all closed'}`,
+    `breakers     ${s.breakers.map((b) => `${printable(b.tool)} ${b.state}`).join(', ') || 'all closed'}`,
     `reclaims     ${s.stale_reclaims}`,
     `approvals    ${s.pending_approvals} pending`,
   ].join('\n');

@@ -17,7 +17,7 @@ const duration = z.string().refine((s) => {
   } catch {
     return false;
   }
-}, 'a duration such as 30s, 10m, 2h');
+}, 'a duration such as 30s, 10m, 2h, of at most 100 years');
 
 /**
  * One decision of a card's script (the scripted planner's, in order). Written out rather

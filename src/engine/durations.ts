@@ -4,8 +4,21 @@ import { EngineError } from './errors.js';
 const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
 const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/g;
 
+/**
+ * The longest duration anything takes: 100 years. A card's deadline or approval expiry is
+ * added to a time, and past Date's range (year 275760) every surface that printed it threw
+ * RangeError; one such card at the head of the queue failed every claim of every daemon.
+ */
+export const MAX_DURATION_MS = 100 * 365 * 86_400_000;
+
 /** Parses a duration into ms, or throws VALIDATION_FAILED naming `what`. */
 export function parseDuration(text: string, what = 'duration'): number {
+  const ms = parseAnyDuration(text, what);
+  if (!(ms <= MAX_DURATION_MS)) throw new EngineError('VALIDATION_FAILED', `${what}: '${text.length > 40 ? `${text.slice(0, 40)}…` : text}' is longer than 100 years`);
+  return ms;
+}
+
+function parseAnyDuration(text: string, what: string): number {
   const trimmed = text.trim();
   if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
   let total = 0;

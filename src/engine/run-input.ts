@@ -12,8 +12,8 @@
  */
 import { EngineError } from './errors.js';
 import type { RunStore } from './run-store.js';
-import { type Fence, RUN_PHASES, type StepWrite } from './runs.js';
-import { LIMITS, checkReason } from './schemas.js';
+import { type Fence, RUN_PHASES, type StepWrite, type Usage } from './runs.js';
+import { LIMITS, actor as actorSchema, checkReason, parse } from './schemas.js';
 import { LONE_SURROGATE } from './text.js';
 
 const UNSTORABLE = new RegExp(`\u0000|${LONE_SURROGATE.source}`);
@@ -39,6 +39,27 @@ const TOOL_CHARS = 1000;
 const ERROR_CHARS = 8000;
 const KEY_CHARS = 200;
 
+/** A whole number the stores keep as a bigint: a count, a duration, a time. */
+function checkWhole(value: unknown, what: string, min = 0): void {
+  if (!Number.isSafeInteger(value) || (value as number) < min) refuse(what, `must be a whole number${min === 0 ? ' from 0' : ''}`);
+}
+/** A step's duration: the adapters round it (the loop measures with performance.now). */
+function checkDuration(value: unknown, what: string): void {
+  if (typeof value !== 'number' || !(value >= 0 && value <= Number.MAX_SAFE_INTEGER)) refuse(what, 'must be a number of milliseconds from 0');
+}
+const optionalWhole = (value: unknown, what: string) => value === undefined || value === null || checkWhole(value, what);
+
+function checkUsage(u: Usage | undefined, what: string): void {
+  if (u === undefined) return;
+  for (const key of ['steps', 'writeCalls', 'pending', 'tokens', 'consecutiveFailures'] as const) optionalWhole(u[key], `${what}: usage.${key}`);
+  if (u.cost !== undefined && !(Number.isFinite(u.cost) && u.cost >= 0)) refuse(`${what}: usage.cost`, 'must be a finite number from 0');
+}
+
+const STEP_KINDS: ReadonlySet<unknown> = new Set(['observe', 'decide', 'action']);
+const STEP_ENDS: ReadonlySet<unknown> = new Set(['ok', 'failed', 'rejected', 'unknown', 'not_happened', 'abandoned', 'waiting_approval']);
+const CONTROL_STATES: ReadonlySet<unknown> = new Set(['running', 'paused', 'stopped']);
+const oneOf = (set: ReadonlySet<unknown>, value: unknown, what: string) => set.has(value) || refuse(what, `must be one of ${[...set].join(', ')}`);
+
 function checkFence(f: Fence): void {
   checkId(f?.taskId, 'fence: taskId');
 }
@@ -60,6 +81,12 @@ function checkWrites(writes: readonly StepWrite[] | undefined, what: string): vo
   for (const w of writes) {
     if ('record' in w) {
       checkId(w.record.runId, `${what}: runId`);
+      oneOf(STEP_KINDS, w.record.kind, `${what}: kind`);
+      oneOf(STEP_ENDS, w.record.status, `${what}: status`);
+      checkDuration(w.record.durationMs, `${what}: durationMs`);
+      checkWhole(w.record.startedAt, `${what}: startedAt`);
+      optionalWhole(w.record.tokens, `${what}: tokens`);
+      checkUsage(w.record.usage, what);
       optionalText(w.record.tool, `${what}: tool`, TOOL_CHARS);
       optionalText(w.record.error, `${what}: error`, ERROR_CHARS);
       optionalText(w.record.idempotencyKey, `${what}: idempotencyKey`, KEY_CHARS);
@@ -70,6 +97,8 @@ function checkWrites(writes: readonly StepWrite[] | undefined, what: string): vo
 
 function checkBegin(input: Parameters<RunStore['beginStep']>[1], what: string): void {
   checkId(input.runId, `${what}: runId`);
+  oneOf(STEP_KINDS, input.kind, `${what}: kind`);
+  optionalWhole(input.startedAt, `${what}: startedAt`);
   optionalText(input.tool, `${what}: tool`, TOOL_CHARS);
   optionalText(input.idempotencyKey, `${what}: idempotencyKey`, KEY_CHARS);
   checkWrites(input.before, what);
@@ -77,6 +106,10 @@ function checkBegin(input: Parameters<RunStore['beginStep']>[1], what: string): 
 
 function checkFinish(input: Parameters<RunStore['finishStep']>[1], what: string): void {
   checkId(input.stepId, `${what}: stepId`);
+  oneOf(STEP_ENDS, input.status, `${what}: status`);
+  checkDuration(input.durationMs, `${what}: durationMs`);
+  optionalWhole(input.tokens, `${what}: tokens`);
+  checkUsage(input.usage, what);
   optionalText(input.error, `${what}: error`, ERROR_CHARS);
   checkWrites(input.before, what);
 }
@@ -98,14 +131,15 @@ export function checkedRunStore(inner: RunStore): RunStore {
       checkId(input.runId, 'finish run: runId');
       checkFinalPhase(input.phase, 'finish run: phase');
       checkStopReason(input.stopReason, 'finish run: stopReason');
+      checkUsage(input.usage, 'finish run');
       if (!Array.isArray(input.moves)) refuse('finish run: moves', 'must be a list');
       for (const m of input.moves) checkReason(m.reason, 'finish run: move');
       checkWrites(input.before, 'finish run');
       return inner.finishRun(f, input);
     },
     recordRestart: async (f, runId, reason) => (checkFence(f), checkId(runId, 'restart run: runId'), checkReason(reason, 'restart run'), inner.recordRestart(f, runId, reason)),
-    parkRun: async (f, input) => (checkFence(f), checkId(input.runId, 'park run: runId'), checkStopReason(input.stopReason, 'park run: stopReason'), inner.parkRun(f, input)),
-    resumeRun: async (input) => (checkId(input.taskId, 'resume run: taskId'), checkReason(input.reason, 'resume run'), inner.resumeRun(input)),
+    parkRun: async (f, input) => (checkFence(f), checkId(input.runId, 'park run: runId'), checkStopReason(input.stopReason, 'park run: stopReason'), checkUsage(input.usage, 'park run'), inner.parkRun(f, input)),
+    resumeRun: async (input) => (checkId(input.taskId, 'resume run: taskId'), parse(actorSchema, input.actor, 'resume run: actor'), checkReason(input.reason, 'resume run'), inner.resumeRun(input)),
     releaseRun: async (f, runId, reason) => (checkFence(f), checkId(runId, 'release run: runId'), checkReason(reason, 'release run'), inner.releaseRun(f, runId, reason)),
     getRun: async (runId) => (checkId(runId, 'run id'), inner.getRun(runId)),
     getScreen: async (runId) => (checkId(runId, 'run id'), inner.getScreen(runId)),
@@ -116,6 +150,8 @@ export function checkedRunStore(inner: RunStore): RunStore {
         if (!Array.isArray(request.target)) refuse('control: target', "must be task ids or 'all'");
         for (const id of request.target) checkId(id, 'control: task id');
       }
+      oneOf(CONTROL_STATES, request.state, 'control: state');
+      parse(actorSchema, request.actor, 'control: actor');
       checkReason(request.reason, 'control');
       return inner.setControl(request);
     },
@@ -130,18 +166,22 @@ export function checkedRunStore(inner: RunStore): RunStore {
       checkId(input.runId, 'park for approval: runId');
       checkId(input.stepId, 'park for approval: stepId');
       checkStoredText(input.tool, 'park for approval: tool', TOOL_CHARS);
+      optionalWhole(input.expiresAt, 'park for approval: expiresAt');
+      checkUsage(usage, 'park for approval');
       return inner.parkForApproval(f, input, usage);
     },
     approvalForStep: async (stepId) => (checkId(stepId, 'step id'), inner.approvalForStep(stepId)),
     useApproval: async (f, id) => (checkFence(f), checkId(id, 'approval id'), inner.useApproval(f, id)),
-    decideApproval: async (input) => (checkId(input.approvalId, 'approval id'), checkReason(input.reason, 'decide approval'), inner.decideApproval(input)),
+    decideApproval: async (input) => (checkId(input.approvalId, 'approval id'), parse(actorSchema, input.actor, 'decide approval: actor'), checkReason(input.reason, 'decide approval'), inner.decideApproval(input)),
     listApprovals: async (state, limit) => {
       if (limit !== undefined && (!Number.isSafeInteger(limit) || limit < 1 || limit > LIMITS.pageMax)) refuse('list approvals: limit', `must be an integer from 1 to ${LIMITS.pageMax}`);
       return inner.listApprovals(state, limit);
     },
     getApproval: async (id) => (checkId(id, 'approval id'), inner.getApproval(id)),
+    runStats: async (since) => (checkWhole(since, 'run stats: since', Number.MIN_SAFE_INTEGER), inner.runStats(since)),
     compact: async (before) => {
-      if (!Number.isSafeInteger(before) || before < 0) refuse('compact: before', 'must be a time in epoch milliseconds');
+      // A time before 1970 compacts nothing (a retention longer than the clock's age).
+      if (!Number.isSafeInteger(before)) refuse('compact: before', 'must be a time in epoch milliseconds');
       return inner.compact(before);
     },
   };

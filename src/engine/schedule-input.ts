@@ -7,7 +7,7 @@
  * title with an escape sequence was printed raw by `schedule list`, and on PostgreSQL a NUL
  * was the server's raw 22021.
  */
-import { validateCronExpression } from 'cron';
+import { CronTime, validateCronExpression } from 'cron';
 import { z } from 'zod/v4';
 import { EngineError } from './errors.js';
 import { checkId } from './run-input.js';
@@ -23,6 +23,13 @@ export function checkCron(expr: unknown): void {
   }
   const { valid, error } = validateCronExpression(expr);
   if (!valid) throw new EngineError('VALIDATION_FAILED', `cron: '${expr}' is not a cron expression (${error?.message ?? 'invalid'})`);
+  // Valid, and yet it may never fire (the 30th of February): the scheduler would meet that
+  // on every tick.
+  try {
+    new CronTime(expr, 'UTC').getNextDateFrom(new Date(), 'UTC');
+  } catch (err) {
+    throw new EngineError('VALIDATION_FAILED', `cron: '${expr}' never fires (${err instanceof Error ? err.message : String(err)})`);
+  }
 }
 
 const addScheduleInput = z.strictObject({
@@ -47,6 +54,13 @@ export function checkedScheduleStore(inner: ScheduleStore): ScheduleStore {
     ...inner,
     addSchedule: async (input, creator) => inner.addSchedule(parseAddSchedule(input), creator),
     removeSchedule: async (id, actor) => (checkId(id, 'schedule id'), inner.removeSchedule(id, actor)),
-    fireSchedule: async (id, fireTimes, advanceTo) => (checkId(id, 'schedule id'), inner.fireSchedule(id, fireTimes, advanceTo)),
+    fireSchedule: async (id, fireTimes, advanceTo) => {
+      checkId(id, 'schedule id');
+      const isTime = (t: unknown) => Number.isSafeInteger(t) && (t as number) >= 0;
+      if (!Array.isArray(fireTimes) || !fireTimes.every(isTime) || !isTime(advanceTo)) {
+        throw new EngineError('VALIDATION_FAILED', 'fire schedule: fire times and the cursor must be times in epoch milliseconds');
+      }
+      return inner.fireSchedule(id, fireTimes, advanceTo);
+    },
   };
 }

@@ -244,6 +244,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   };
   const serving = Array.from({ length: threads }, (_, thread) => serveThread(thread));
 
+  const scheduleReports = new Map<number, FaultReporter>();
   const jobs: Job[] = [];
   jobs.push(
     repeat(opts.deadCheckMs ?? 250, 5000, async () => {
@@ -263,9 +264,15 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     }, jobReport('sweep')),
     cronWithBackoff(opts.schedulerCron ?? '* * * * * *', async () => {
       // Fire times by the store's clock: on PostgreSQL every daemon's scheduler agrees on it.
-      const { created, skipped } = await runSchedulerTick(schedules, await store.clock());
+      const { created, skipped, failed } = await runSchedulerTick(schedules, await store.clock());
       if (created.length > 0) log(`scheduler: created tasks ${created.join(', ')}`);
       if (skipped.length > 0) log(`scheduler: skipped ${skipped.length} fire(s) that would overlap`);
+      // One line per schedule's streak (faultReporter), not one a second.
+      for (const f of failed) {
+        if (isFatal(f.error)) throw f.error;
+        if (!scheduleReports.has(f.scheduleId)) scheduleReports.set(f.scheduleId, faultReporter(`scheduler: schedule ${f.scheduleId}`, quiet));
+        scheduleReports.get(f.scheduleId)!.failed(f.error);
+      }
     }, jobReport('scheduler')),
   );
 

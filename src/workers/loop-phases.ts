@@ -45,6 +45,11 @@ function stepText(text: string | undefined, max: number): string | undefined {
   return text === undefined ? undefined : printable(clip(text, max));
 }
 
+/** A count from 0 to 2^53 - 1, whole (rounded up). */
+function wholeCount(n: number): number {
+  return Number.isFinite(n) && n > 0 ? Math.min(Math.ceil(n), Number.MAX_SAFE_INTEGER) : 0;
+}
+
 /** Counts a failed step; true when that spends the run's `max_failures`. */
 function failure(r: RunScope): boolean {
   r.state.usage.consecutiveFailures++;
@@ -134,10 +139,13 @@ export async function* decide(r: RunScope, observation: Observation): Phase<{ de
     yield* completed(r, 'decide', 'failed', { error: message, durationMs: performance.now() - t0, startedAt });
     return spent ? yield* end(r, 'failed', 'max_failures', { message }) : AGAIN;
   }
-  const tokens = (decided.usage?.promptTokens ?? 0) + (decided.usage?.completionTokens ?? 0);
+  // A planner's counts as the stores keep them: whole tokens, a finite cost (any planner may
+  // report them; a fraction was refused on PostgreSQL at every attempt of the run).
+  const tokens = wholeCount((decided.usage?.promptTokens ?? 0) + (decided.usage?.completionTokens ?? 0));
   state.usage.steps++;
-  state.usage.tokens += tokens;
-  state.usage.cost += decided.usage?.cost ?? 0;
+  state.usage.tokens = wholeCount(state.usage.tokens + tokens);
+  const cost = decided.usage?.cost ?? 0;
+  if (Number.isFinite(cost) && cost > 0) state.usage.cost += cost;
   state.decisions++;
   r.rejections.length = 0;
   const { decision } = decided;

@@ -47,6 +47,11 @@ describe('text from the store, printed for a person', () => {
     const list = await cli(tm.path, 'task', 'list');
     expect(list.stdout).toContain('a\\u202etitle\\u0085');
     expect(list.stdout).not.toMatch(RAW);
+    // As JSON: escaped too (JSON.stringify leaves C1 and bidi characters raw), and a program
+    // reads the same title.
+    const json = await cli(tm.path, '--json', 'task', 'show', String(task.id));
+    expect(json.stdout).not.toMatch(RAW);
+    expect((JSON.parse(json.stdout) as { title: string }).title).toBe('a\u202etitle\u0085');
   });
 
   it('printable escapes controls, separators, bidirectional overrides and lone surrogates, and keeps other text', () => {

@@ -53,9 +53,10 @@ describe('the run port checks what it is given', () => {
       ]);
       expect(codes.every((c) => c === 'VALIDATION_FAILED'), `${bad}: ${codes.join(' ')}`).toBe(true);
     }
-    const pages = await unchanged(tm, [() => runs.listApprovals('pending', 1.5), () => runs.listApprovals('pending', 0), () => runs.compact(HUGE), () => runs.compact(-1)]);
+    const pages = await unchanged(tm, [() => runs.listApprovals('pending', 1.5), () => runs.listApprovals('pending', 0), () => runs.compact(HUGE), () => runs.compact(0.5)]);
     expect(pages).toEqual(['VALIDATION_FAILED', 'VALIDATION_FAILED', 'VALIDATION_FAILED', 'VALIDATION_FAILED']);
     expect((await runs.getRun(run.id)).id).toBe(run.id); // the good id still reads
+    expect(await runs.compact(-86_400_000)).toBe(0); // before 1970: a retention longer than the clock's age compacts nothing
   });
 
   it('refuses NUL and lone surrogates in what a step stores, and reasons that are not one line', async () => {
@@ -78,12 +79,26 @@ describe('the run port checks what it is given', () => {
       () => runs.finishRun(fence, { runId: run.id, phase: 'running' as never, stopReason: 'tool_error', envelope: {} as never, usage, moves: [] }),
       () => runs.breakerRecord('to\u0000ol', false, { threshold: 3, cooldownMs: 1000, probeTimeoutMs: 1000 }, fence.taskId),
       () => runs.parkForApproval(fence, { runId: run.id, stepId: step.id, tool: 'x\ud800', args: {}, fingerprint: 'f', expiresAt: null }, usage),
+      // Numbers PostgreSQL keeps as bigints and SQLite stored as given: refused on both.
+      () => runs.finishStep(fence, { stepId: step.id, status: 'ok', durationMs: 1, tokens: 0.5, usage }),
+      () => runs.finishStep(fence, { stepId: step.id, status: 'ok', durationMs: 1, usage: { ...usage, tokens: 1e20 } }),
+      () => runs.finishStep(fence, { stepId: step.id, status: 'done' as never, durationMs: 1, usage }),
+      () => runs.finishStep(fence, { stepId: step.id, status: 'ok', durationMs: -1, usage }),
+      () => runs.beginStep(fence, { runId: run.id, kind: 'think' as never, tool: 'echo', args: {} }),
+      () => runs.parkForApproval(fence, { runId: run.id, stepId: step.id, tool: 'echo', args: {}, fingerprint: 'f', expiresAt: 8.64e27 }, usage),
+      () => runs.runStats(1e300),
+      // A control's state and actor, an approval's and a resume's actor.
+      () => runs.setControl({ target: [fence.taskId], state: 'bogus' as never, actor: operator }),
+      () => runs.setControl({ target: [fence.taskId], state: 'stopped', actor: { id: 'x', role: 'root' } as never }),
+      () => runs.decideApproval({ approvalId: 1, approve: true, actor: { id: '', role: 'operator' } }),
+      () => runs.resumeRun({ taskId: fence.taskId, actor: { id: 'a\nb', role: 'operator' } }),
     ]);
     expect(codes).toEqual(Array(codes.length).fill('VALIDATION_FAILED'));
     // The step's arguments are JSON, where a NUL is an escape: stored and read back as written.
     expect((await runs.getRun(run.id)).steps.find((s) => s.id === step.id)?.args).toEqual({ text: 'a\u0000b' });
     // And the run goes on: the same calls with good text are written.
-    await runs.finishStep(fence, { stepId: step.id, status: 'failed', error: 'bad key "\\u0000"', durationMs: 1, usage });
+    // A fractional duration is the loop's own (performance.now): the adapters round it.
+    await runs.finishStep(fence, { stepId: step.id, status: 'failed', error: 'bad key "\\u0000"', durationMs: 1.25, usage });
     await runs.releaseRun(fence, run.id, 'shutting down');
     expect((await tm.getTask(fence.taskId)).state).toBe('pending');
   });

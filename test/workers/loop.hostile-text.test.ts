@@ -39,4 +39,24 @@ describe('hostile text in the steps a planner makes', () => {
     for (const s of steps) expect(`${s.tool ?? ''} ${s.error ?? ''}`).not.toMatch(/[\u0000-\u001f]/);
     expect((await h.tm.getTask(claim.id)).state).toBe('completed');
   });
+
+  it("a planner's fractional, huge or negative token counts are kept as whole counts, and the run completes on both stores", async () => {
+    const h = harness();
+    const counts = [0.5, 1e20, -7, Number.NaN];
+    let i = 0;
+    const planner: Planner = {
+      name: 'odd-usage',
+      decide: async () => ({
+        decision: i < counts.length ? { action: 'tool', tool: 'noop', args: { n: i }, reason: 'r' } : { action: 'done', reason: 'done' },
+        usage: { promptTokens: counts[i++] ?? 1, completionTokens: 0, cost: i === 2 ? Number.POSITIVE_INFINITY : 0.25 },
+      }),
+    };
+    const { result } = await runCard(h, card({ allowed_tools: ['noop'], loop: { repeat_limit: 10, idle_rounds: 100 } }), { planner: () => planner });
+    expect(result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    const { steps, usage } = await h.runs.getRun(result.runId);
+    const decided = steps.filter((s) => s.kind === 'decide').map((s) => s.tokens);
+    expect(decided).toEqual([1, Number.MAX_SAFE_INTEGER, 0, 0, 1]);
+    expect(usage.tokens).toBe(Number.MAX_SAFE_INTEGER);
+    expect(Number.isFinite(usage.cost)).toBe(true);
+  });
 });

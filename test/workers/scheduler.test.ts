@@ -2,7 +2,8 @@ import { writeFileSync } from 'node:fs';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { type ScheduleStore, createSqliteScheduleStore, createSqliteStore } from '../../src/engine/index.js';
 import { runSchedulerTick } from '../../src/workers/scheduler.js';
-import { fakeClock, freshManager, operator, waitFor } from '../helpers.js';
+import { codeOf, fakeClock, freshManager, operator, waitFor } from '../helpers.js';
+import { execSql } from '../stores.js';
 import { spawnCli } from '../cli/helpers.js';
 import { daemonCard, startDaemonProcess } from './daemon-helpers.js';
 
@@ -54,6 +55,22 @@ describe('the scheduler', () => {
     expect([skip.id, all.id]).toEqual([1, 3]);
   });
 
+  it('a cron that never fires is refused; one stored anyway (before the check) fails alone, and the schedules after it still fire', async () => {
+    const clock = fakeClock(T0);
+    const tm = freshManager({ clock });
+    const [d] = daemons(tm.path, 1, clock.now);
+    expect(await codeOf(d!.addSchedule({ cron: '0 0 30 2 *', title: 'never', card: daemonCard() }, operator))).toBe('VALIDATION_FAILED');
+    const first = await d!.addSchedule({ cron: '0 * * * *', title: 'hourly', card: daemonCard() }, operator);
+    await d!.addSchedule({ cron: '*/5 * * * *', title: 'five', card: daemonCard() }, operator);
+    // The 30th of February, written past the port as a store made before the check holds it.
+    await execSql(tm, 'UPDATE schedules SET cron = $1 WHERE id = $2', ['0 0 30 2 *', first.id]);
+    clock.advance(5 * MINUTE + 1000);
+    const tick = await runSchedulerTick(d!, clock.now());
+    expect(tick.failed.map((f) => f.scheduleId)).toEqual([first.id]);
+    expect(String(tick.failed[0]!.error)).toMatch(/No execution date/);
+    expect((await tm.findTasks()).map((t) => t.title)).toEqual(['five']);
+  });
+
   it('no-overlap skips a fire while the previous task of the schedule is unfinished', async () => {
     const clock = fakeClock(T0);
     const tm = freshManager({ clock });
@@ -62,7 +79,7 @@ describe('the scheduler', () => {
     clock.advance(MINUTE);
     expect((await runSchedulerTick(d!, clock.now())).created).toHaveLength(1);
     clock.advance(MINUTE);
-    expect(await runSchedulerTick(d!, clock.now())).toEqual({ created: [], skipped: [T0 + 2 * MINUTE] });
+    expect(await runSchedulerTick(d!, clock.now())).toEqual({ created: [], skipped: [T0 + 2 * MINUTE], failed: [] });
     const [first] = await tm.findTasks();
     await tm.cancelTask({ taskId: first!.id, actor: operator });
     clock.advance(MINUTE);

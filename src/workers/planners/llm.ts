@@ -219,13 +219,20 @@ export function createLlmPlanner(opts: LlmPlannerOptions = {}): Planner {
 
   function usageOf(completion: ChatCompletion): PlannerUsage | undefined {
     if (!completion.usage) return undefined;
-    const promptTokens = completion.usage.prompt_tokens ?? 0;
-    const completionTokens = completion.usage.completion_tokens ?? 0;
+    // The model server's counts, as numbers the stores keep: whole, not negative, not past
+    // 2^53 (a fraction was stored on SQLite and refused by PostgreSQL on every attempt).
+    const promptTokens = tokenCount(completion.usage.prompt_tokens);
+    const completionTokens = tokenCount(completion.usage.completion_tokens);
     const cost = o.price ? (promptTokens * o.price.promptPer1k + completionTokens * o.price.completionPer1k) / 1000 : 0;
     return { promptTokens, completionTokens, cost };
   }
 
   return { name: 'llm', decide };
+}
+
+/** A token count a model server reported, as a whole number of tokens from 0 to 2^53 - 1 (0 when it is not a number). */
+function tokenCount(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.min(Math.ceil(v), Number.MAX_SAFE_INTEGER) : 0;
 }
 
 /**
