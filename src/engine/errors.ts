@@ -21,7 +21,7 @@ export const ERROR_CODES = {
   STORE_READONLY: 'The database file (or its folder, -wal or -shm) may not be written by this process, or was opened read-only; reads still work.',
   STORE_CORRUPT: 'The file is not a database, or a page of it is damaged (SQLite reported corruption, or quick_check failed); from then on this process writes nothing to it.',
   STORE_REPLACED:
-    "The database file or its -wal was deleted, moved or replaced while open; from then on this process writes nothing to it. On PostgreSQL: taskloop's tables are gone from under an open store (its schema dropped, or a pooler reset the session's search path); a daemon stops.",
+    "The database file or its -wal was deleted, moved or replaced while open; from then on this process writes nothing to it. On PostgreSQL: taskloop's tables are gone from under an open store (its schema dropped, or a pooler reset the session's search path), or its schema was replaced by another of the same name; a daemon stops.",
   STORE_TOO_NEW: 'The file\'s schema version is newer than this taskloop knows; it was not opened for writing and nothing was written.',
   STORE_NOT_FOUND: 'A command that only reads was pointed at a path with no database; nothing was created.',
   STORE_IO: 'The operating system failed a read or write of the database file (an I/O error, or the file cannot be opened).',

@@ -88,7 +88,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     // A damaged file is refused before this daemon is registered or claims anything.
     stores.sqlite?.quickCheck();
     const { multipleHosts } = (await store.info()).capabilities;
-    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet, multiHost: multipleHosts, silentMs: opts.silentMs });
+    // A beat that finds the store replaced (on PostgreSQL, the schema made anew) stops the daemon.
+    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet, multiHost: multipleHosts, silentMs: opts.silentMs, fatal: (err) => isFatal(err) && (fatal(err), true) });
   } catch (err) {
     await store.close();
     throw err;

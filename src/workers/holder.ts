@@ -61,6 +61,12 @@ export interface HolderOptions {
    * again at its next beat. @defaultValue 4000
    */
   silentMs?: number;
+  /**
+   * Called with a beat's failure before it is logged and retried; true when the caller takes
+   * it as the end (a fault no retry mends, such as STORE_REPLACED), and then it is not logged.
+   * @defaultValue none: every failure is retried
+   */
+  fatal?: (err: unknown) => boolean;
 }
 
 /** The host a holder says it runs on: TASKLOOP_HOST, else the hostname. */
@@ -100,7 +106,14 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
     }
     opts.onBeat?.();
   };
-  const job = repeat(beatMs, 5000, beat, faultReporter('heartbeat', opts.log ?? (() => undefined)));
+  const report = faultReporter('heartbeat', opts.log ?? (() => undefined));
+  const job = repeat(beatMs, 5000, beat, {
+    get failures() {
+      return report.failures;
+    },
+    failed: (err) => void (opts.fatal?.(err) === true || report.failed(err)),
+    ok: () => report.ok(),
+  });
   return {
     id,
     host,

@@ -86,4 +86,24 @@ describe('the schema dropped under an open store', () => {
     expect(daemon.lines.at(-1)).toMatch(/^taskloop: STORE_REPLACED: .*relation "[\w.]+" does not exist/);
     expect(daemon.lines.join('\n')).not.toMatch(/INTERNAL|\n\s+at /);
   });
+
+  it('a daemon whose schema is replaced under its name by another stops with STORE_REPLACED, from its heartbeat', async () => {
+    const tm = freshManager();
+    await tm.createTask({ title: 'run first', card: daemonCard() }, operator);
+    const daemon = await startDaemonProcess(tm.path, ['--workers', '2']);
+    await daemon.waitForLine(/run \d+: completed/, 30_000);
+    // Another database put in its place under its name, at once (as a file renamed over a
+    // SQLite database): a second schema made by a normal open, then the two swapped in one
+    // transaction. Before, the daemon's heartbeat found its row gone, registered again, and
+    // ran on in the other database; nothing else it does meets an error there.
+    const schema = new URL(tm.path).searchParams.get('schema')!;
+    const other = `${schema}_b`;
+    const again = createStores({ database: tm.path.replace(`schema=${schema}`, `schema=${other}`) });
+    await again.ready;
+    await again.store.close();
+    await sql(tm.path, `BEGIN; ALTER SCHEMA ${schema} RENAME TO ${schema}_gone; ALTER SCHEMA ${other} RENAME TO ${schema}; COMMIT`);
+    const exit = await Promise.race([daemon.exited, new Promise<string>((r) => setTimeout(() => r('still running after 25 s'), 25_000).unref())]);
+    expect(exit, daemon.lines.join('\n')).toBe(1);
+    expect(daemon.lines.join('\n')).toMatch(/stopping: STORE_REPLACED: daemon heartbeat on .*: schema t_\w+ is not the one this process opened \(dropped and made again\?\)/);
+  });
 });

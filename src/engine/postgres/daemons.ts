@@ -53,17 +53,20 @@ export const pgDaemons = {
     );
   },
 
-  /** One statement: the daemon's row, and the leases its busy slots hold, renewed from `now`. */
-  /** False when the daemon's row is gone (its peers reclaimed it as silent). */
-  async heartbeat(q: Query, id: string, busySlots: string[], now: number): Promise<boolean> {
-    const [row] = await q<{ registered: boolean }>(
+  /**
+   * One statement: the daemon's row, and the leases its busy slots hold, renewed from `now`.
+   * `registered` is false when the daemon's row is gone (its peers reclaimed it as silent);
+   * `schemaOid` is the schema's identity now, which the caller holds to the one it opened.
+   */
+  async heartbeat(q: Query, id: string, busySlots: string[], now: number): Promise<{ registered: boolean; schemaOid: number | null }> {
+    const [row] = await q<{ registered: boolean; schema_oid: number | null }>(
       `WITH beat AS (UPDATE daemons SET heartbeat_at = $1 WHERE id = $2 RETURNING 1),
        leases AS (UPDATE tasks SET lease_expires_at = $1 + lease_ms, stale_since = NULL
          WHERE worker_id = ANY($3::text[]) AND state IN ('claimed', 'in_progress'))
-       SELECT EXISTS (SELECT 1 FROM beat) AS registered`,
+       SELECT EXISTS (SELECT 1 FROM beat) AS registered, (SELECT oid::bigint FROM pg_namespace WHERE nspname = current_schema()) AS schema_oid`,
       [now, id, busySlots],
     );
-    return row?.registered === true;
+    return { registered: row?.registered === true, schemaOid: row?.schema_oid ?? null };
   },
 
   async unregister(q: Query, id: string): Promise<void> {

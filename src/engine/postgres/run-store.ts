@@ -4,6 +4,7 @@
  * transaction of the task store's pool with its events, as on SQLite (sqlite/run-store.ts).
  */
 import { assertBindableName } from '../actors.js';
+import { EngineError } from '../errors.js';
 import type { RunStore } from '../run-store.js';
 import { parseClaimInput } from '../schemas.js';
 import { checkedRunStore } from '../run-input.js';
@@ -79,7 +80,21 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     breakers: () => read(() => pgBreakers.list(q)),
 
     registerDaemon: (row) => value(write('register daemon', (tx, at) => pgDaemons.register(tx, row, at))),
-    heartbeatDaemon: (id, slots) => value(write('daemon heartbeat', (tx, at) => pgDaemons.heartbeat(tx, id, slots, at))),
+    heartbeatDaemon: async (id, slots) => {
+      // The schema dropped and made again under its name (by a CLI command run after the drop,
+      // say) is another, empty database: this process's writes would land there quietly, its
+      // row gone from the registry. As a SQLite file replaced under its path: STORE_REPLACED,
+      // and the beat is rolled back.
+      const opened = await store.schemaOid();
+      return value(
+        write('daemon heartbeat', async (tx, at) => {
+          const beat = await pgDaemons.heartbeat(tx, id, slots, at);
+          if (beat.schemaOid === opened) return beat.registered;
+          const { display, schema } = store.conn.location;
+          throw new EngineError('STORE_REPLACED', `daemon heartbeat on ${display}: schema ${schema} is not the one this process opened (dropped and made again?); nothing was written`, { location: display });
+        }),
+      );
+    },
     unregisterDaemon: (id) => value(write('unregister daemon', (tx) => pgDaemons.unregister(tx, id))),
     // Read first: a write transaction only when a daemon on this host is actually gone.
     reclaimDeadDaemons: async (host, selfId, isAlive) =>

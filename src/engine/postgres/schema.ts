@@ -241,7 +241,7 @@ export const PG_MIGRATIONS: readonly string[] = [
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */
-export async function migratePg(conn: PgConnection, opts: { existing?: boolean } = {}): Promise<number> {
+export async function migratePg(conn: PgConnection, opts: { existing?: boolean } = {}): Promise<{ version: number; oid: number }> {
   const { schema, display } = conn.location;
   const known = PG_MIGRATIONS.length;
   const tooNew = (version: number) =>
@@ -250,8 +250,8 @@ export async function migratePg(conn: PgConnection, opts: { existing?: boolean }
       schema_version: version,
       known_version: known,
     });
-  const current = await readVersion(conn);
-  if (current === known) return current;
+  const { version: current, oid } = await probeSchema(conn);
+  if (current === known && oid !== null) return { version: current, oid };
   // A daemon's thread that starts late (or again) must not make a schema dropped under the
   // daemon anew: its other threads and its main thread would go on, quietly, in an empty one.
   if (current === 0 && opts.existing === true) {
@@ -269,16 +269,23 @@ export async function migratePg(conn: PgConnection, opts: { existing?: boolean }
     if (version > known) throw tooNew(version);
     for (let v = version; v < known; v++) await q(PG_MIGRATIONS[v]!.replaceAll('{{event_lock}}', String(eventLockKey(schema))));
     await q(`UPDATE ${schema}.schema_version SET version = $1`, [known]);
-    return known;
+    const [made] = await q<{ oid: number }>('SELECT oid::bigint AS oid FROM pg_namespace WHERE nspname = $1', [schema]);
+    return { version: known, oid: made!.oid };
   });
 }
 
 /** The schema's version: 0 when taskloop has never written to it. */
 export async function readVersion(conn: PgConnection): Promise<number> {
+  return (await probeSchema(conn)).version;
+}
+
+/** The schema's version, and its identity (pg_namespace oid; null when there is no such schema), in one round trip. */
+async function probeSchema(conn: PgConnection): Promise<{ version: number; oid: number | null }> {
   const { schema, display } = conn.location;
-  const [found] = await conn.query<{ exists: boolean; path: string }>("SELECT to_regclass($1) IS NOT NULL AS exists, current_setting('search_path') AS path", [
-    `${schema}.schema_version`,
-  ]);
+  const [found] = await conn.query<{ exists: boolean; path: string; oid: number | null }>(
+    "SELECT to_regclass($1) IS NOT NULL AS exists, current_setting('search_path') AS path, (SELECT oid::bigint FROM pg_namespace WHERE nspname = $2) AS oid",
+    [`${schema}.schema_version`, schema],
+  );
   // taskloop's names are unqualified: they must find its schema alone (connection.ts sends
   // the path with the connection's startup options). A pooler that drops those would have
   // the migration create the tables in whatever schema the server's default path finds.
@@ -289,7 +296,8 @@ export async function readVersion(conn: PgConnection): Promise<number> {
       { location: display, schema },
     );
   }
-  if (found?.exists !== true) return 0;
+  const oid = found?.oid ?? null;
+  if (found?.exists !== true) return { version: 0, oid };
   const rows = await conn.query<{ version: number | null }>(`SELECT max(version) AS version FROM ${schema}.schema_version`);
-  return rows[0]?.version ?? 0;
+  return { version: rows[0]?.version ?? 0, oid };
 }

@@ -60,6 +60,11 @@ export interface PgTaskStore extends TaskStore {
   readonly conn: PgConnection;
   /** The schema migrated (rejects STORE_TOO_NEW or a fault); every method waits for it. */
   readonly ready: Promise<void>;
+  /**
+   * The identity (pg_namespace oid) of the schema this store opened: a schema dropped and made
+   * again under the same name is another database, as a SQLite file replaced under its path.
+   */
+  schemaOid(): Promise<number>;
   /** The test clock, when one was given. */
   readonly fixedNow: (() => number) | undefined;
   /**
@@ -77,9 +82,12 @@ export interface PgTaskStore extends TaskStore {
 export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   const location = parsePgUrl(opts.url);
   const conn = connectPg(location, { now: opts.now, poolSize: opts.poolSize });
-  const ready = migratePg(conn, { existing: opts.existing === true }).then(() => undefined);
+  // The schema's identity is read with its version, in the opening's one round trip.
+  const migrated = migratePg(conn, { existing: opts.existing === true });
+  const ready = migrated.then(() => undefined);
   // Nobody may have asked yet: the rejection is kept for the first caller, not reported unhandled.
   ready.catch(() => undefined);
+  const schemaOid = async (): Promise<number> => (await migrated).oid;
   const horizon = createHorizon(conn);
   const reads = createReads(conn, horizon);
   const watcher = createPgWatcher(conn, horizon, { pollMs: opts.pollMs, log: opts.log });
@@ -114,6 +122,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   return {
     conn,
     ready,
+    schemaOid,
     fixedNow: opts.now,
     write,
     read,
