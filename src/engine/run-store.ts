@@ -163,8 +163,14 @@ export interface DaemonPort {
    * One write per daemon: its heartbeat, and the leases of the tasks its busy slots hold.
    * False when the daemon is no longer registered: its peers found it silent and took its
    * tasks back (reclaimSilentDaemons); it should register again.
+   *
+   * `sameStore`: refuse the beat (STORE_REPLACED, nothing written) when the database is not
+   * the one this store opened (PostgreSQL: its schema made anew under the same name; SQLite's
+   * guard refuses every write of a replaced file anyway). For a holder whose owner stops on
+   * it (a daemon); one that cannot stop (createWorker) keeps beating, or its claims would lose
+   * their leases one after another. @defaultValue false
    */
-  heartbeatDaemon(id: string, busySlots: string[]): Promise<boolean>;
+  heartbeatDaemon(id: string, busySlots: string[], opts?: { sameStore?: boolean }): Promise<boolean>;
   unregisterDaemon(id: string): Promise<void>;
   /** Reclaims the tasks of daemons on this host whose process is gone; returns the task ids. */
   reclaimDeadDaemons(host: string, selfId: string, isAlive: (pid: number) => boolean): Promise<number[]>;

@@ -56,7 +56,7 @@ export function checkedScheduleStore(inner: ScheduleStore): ScheduleStore {
     removeSchedule: async (id, actor) => (checkId(id, 'schedule id'), inner.removeSchedule(id, actor)),
     fireSchedule: async (id, fireTimes, advanceTo) => {
       checkId(id, 'schedule id');
-      const isTime = (t: unknown) => Number.isSafeInteger(t) && (t as number) >= 0;
+      const isTime = (t: unknown) => Number.isSafeInteger(t);
       if (!Array.isArray(fireTimes) || !fireTimes.every(isTime) || !isTime(advanceTo)) {
         throw new EngineError('VALIDATION_FAILED', 'fire schedule: fire times and the cursor must be times in epoch milliseconds');
       }

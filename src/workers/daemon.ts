@@ -268,9 +268,17 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const { created, skipped, failed } = await runSchedulerTick(schedules, await store.clock());
       if (created.length > 0) log(`scheduler: created tasks ${created.join(', ')}`);
       if (skipped.length > 0) log(`scheduler: skipped ${skipped.length} fire(s) that would overlap`);
-      // One line per schedule's streak (faultReporter), not one a second.
+      // A store fault (a full disk, the server away) is the whole tick's: the job backs off.
+      const fault = failed.find((f) => isEngineError(f.error) && isStoreFault(f.error.code));
+      if (fault !== undefined) throw fault.error;
+      // Otherwise one line per schedule's streak (faultReporter), not one a second.
+      const failing = new Set(failed.map((f) => f.scheduleId));
+      for (const [scheduleId, report] of scheduleReports) {
+        if (failing.has(scheduleId)) continue;
+        report.ok();
+        scheduleReports.delete(scheduleId);
+      }
       for (const f of failed) {
-        if (isFatal(f.error)) throw f.error;
         if (!scheduleReports.has(f.scheduleId)) scheduleReports.set(f.scheduleId, faultReporter(`scheduler: schedule ${f.scheduleId}`, quiet));
         scheduleReports.get(f.scheduleId)!.failed(f.error);
       }

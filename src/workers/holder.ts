@@ -98,7 +98,8 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
   // than every 30 ms (a lease is at least 100 ms).
   const beatMs = Math.max(30, Math.floor(Math.min(opts.leaseMs, opts.multiHost === true ? silentMs : Infinity) / 3));
   const beat = async () => {
-    if (!(await opts.runs.heartbeatDaemon(id, [...slots]))) {
+    // Only an owner that stops on a replaced store asks the beat to check for one (see fatal).
+    if (!(await opts.runs.heartbeatDaemon(id, [...slots], { sameStore: opts.fatal !== undefined }))) {
       // Its peers found this holder silent (a stall, a partition) and took its tasks back:
       // its runs' next writes are refused by the fence. It goes on, registered anew.
       opts.log?.(`holder ${id} was taken for dead by its peers (silent over ${silentMs} ms); its tasks were reclaimed; registering again`);

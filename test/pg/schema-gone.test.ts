@@ -106,4 +106,21 @@ describe('the schema dropped under an open store', () => {
     expect(exit, daemon.lines.join('\n')).toBe(1);
     expect(daemon.lines.join('\n')).toMatch(/stopping: STORE_REPLACED: daemon heartbeat on .*: schema t_\w+ is not the one this process opened \(dropped and made again\?\)/);
   });
+
+  it('the heartbeat checks which schema it beats in only when asked (a daemon); a library worker, which cannot stop, keeps its leases', async () => {
+    const tm = freshManager();
+    const schema = new URL(tm.path).searchParams.get('schema')!;
+    const mine = createStores({ database: tm.path });
+    await mine.ready;
+    await mine.runs.registerDaemon({ id: 'w1', host: 'h', pid: 1, agent: 'a', threads: 0 });
+    expect(await mine.runs.heartbeatDaemon('w1', [], { sameStore: true })).toBe(true);
+    const other = createStores({ database: tm.path.replace(`schema=${schema}`, `schema=${schema}_b`) });
+    await other.ready;
+    await other.store.close();
+    await sql(tm.path, `BEGIN; ALTER SCHEMA ${schema} RENAME TO ${schema}_gone; ALTER SCHEMA ${schema}_b RENAME TO ${schema}; COMMIT`);
+    expect(await codeOf(mine.runs.heartbeatDaemon('w1', [], { sameStore: true }))).toBe('STORE_REPLACED');
+    // Unasked, the beat goes on in the schema it finds (its row is not there: register again).
+    expect(await mine.runs.heartbeatDaemon('w1', [])).toBe(false);
+    await mine.store.close();
+  });
 });

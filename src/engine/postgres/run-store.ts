@@ -80,16 +80,16 @@ export function createPgRunStore(store: PgTaskStore): RunStore {
     breakers: () => read(() => pgBreakers.list(q)),
 
     registerDaemon: (row) => value(write('register daemon', (tx, at) => pgDaemons.register(tx, row, at))),
-    heartbeatDaemon: async (id, slots) => {
-      // The schema dropped and made again under its name (by a CLI command run after the drop,
-      // say) is another, empty database: this process's writes would land there quietly, its
-      // row gone from the registry. As a SQLite file replaced under its path: STORE_REPLACED,
-      // and the beat is rolled back.
-      const opened = await store.schemaOid();
+    heartbeatDaemon: async (id, slots, opts) => {
+      // Asked (sameStore): the schema dropped and made again under its name (by a CLI command
+      // run after the drop, say) is another, empty database, where this process's writes would
+      // land quietly, its row gone from the registry. As a SQLite file replaced under its path:
+      // STORE_REPLACED, and the beat is rolled back.
+      const opened = opts?.sameStore === true ? await store.schemaOid() : undefined;
       return value(
         write('daemon heartbeat', async (tx, at) => {
           const beat = await pgDaemons.heartbeat(tx, id, slots, at);
-          if (beat.schemaOid === opened) return beat.registered;
+          if (opened === undefined || beat.schemaOid === opened) return beat.registered;
           const { display, schema } = store.conn.location;
           throw new EngineError('STORE_REPLACED', `daemon heartbeat on ${display}: schema ${schema} is not the one this process opened (dropped and made again?); nothing was written`, { location: display });
         }),
