@@ -32,6 +32,8 @@ export interface Stores {
   readonly sqlite: SqliteTaskStore | undefined;
   /** Settles once the store can be used: PostgreSQL's first connection and migration (rejects with its fault). */
   readonly ready: Promise<void>;
+  /** PostgreSQL: the identity (pg_namespace oid) of the schema this store opened; undefined on SQLite. */
+  readonly schemaOid: (() => Promise<number>) | undefined;
 }
 
 export interface StoresOptions {
@@ -54,6 +56,8 @@ export interface StoresOptions {
    * such flag: the main thread's guard sees a file replaced under it (sqlite/guard.ts).
    */
   existing?: boolean;
+  /** PostgreSQL: the schema's identity as another store of this process found it (see PgStoreOptions). */
+  schemaOid?: number;
   log?: (line: string) => void;
 }
 
@@ -64,8 +68,8 @@ export const isPostgresUrl = (name: string): boolean => /^postgres(ql)?:\/\//.te
 
 export function createStores(opts: StoresOptions): Stores {
   if (isPostgresUrl(opts.database)) {
-    const store = createPgStore({ url: opts.database, existing: opts.existing === true, ...(opts.poolSize === undefined ? {} : { poolSize: opts.poolSize }), ...(opts.log === undefined ? {} : { log: opts.log }) });
-    return { kind: 'postgres', location: redactUrl(opts.database), store, runs: createPgRunStore(store), schedules: createPgScheduleStore(store), sqlite: undefined, ready: store.ready };
+    const store = createPgStore({ url: opts.database, existing: opts.existing === true, ...(opts.schemaOid === undefined ? {} : { schemaOid: opts.schemaOid }), ...(opts.poolSize === undefined ? {} : { poolSize: opts.poolSize }), ...(opts.log === undefined ? {} : { log: opts.log }) });
+    return { kind: 'postgres', location: redactUrl(opts.database), store, runs: createPgRunStore(store), schedules: createPgScheduleStore(store), sqlite: undefined, ready: store.ready, schemaOid: () => store.schemaOid() };
   }
   if (isDatabaseUrl(opts.database)) {
     throw new EngineError(
@@ -90,5 +94,6 @@ export function createStores(opts: StoresOptions): Stores {
     schedules: createSqliteScheduleStore(sqlite),
     sqlite,
     ready: Promise.resolve(),
+    schemaOid: undefined,
   };
 }

@@ -84,10 +84,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     if (latch.fault === undefined) log(line);
   };
   let holder: Holder;
+  let schemaOid: number | undefined;
   try {
     // A damaged file is refused before this daemon is registered or claims anything.
     stores.sqlite?.quickCheck();
     const { multipleHosts } = (await store.info()).capabilities;
+    schemaOid = await stores.schemaOid?.();
     // A beat that finds the store replaced (on PostgreSQL, the schema made anew) stops the daemon.
     holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet, multiHost: multipleHosts, silentMs: opts.silentMs, fatal: (err) => isFatal(err) && (fatal(err), true) });
   } catch (err) {
@@ -99,6 +101,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const config: WorkerConfig = {
     dbPath: opts.dbPath,
     poolSize: poolSizeFor(perThread),
+    ...(schemaOid === undefined ? {} : { schemaOid }),
     durability: opts.durability ?? 'normal',
     daemonId: id,
     toolModules: opts.toolModules ?? [],

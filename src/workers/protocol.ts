@@ -12,6 +12,8 @@ export interface WorkerConfig {
   dbPath: string;
   /** PostgreSQL: connections in each thread's pool (from the runs in flight per thread). */
   poolSize: number;
+  /** PostgreSQL: the identity of the schema the main thread opened; a thread opens no other. */
+  schemaOid?: number;
   durability: 'normal' | 'full';
   daemonId: string;
   /** Extra tool modules (paths or specifiers), loaded in every thread; each exports `tools`. */

@@ -37,8 +37,9 @@ export default async function work(request: ServeRequest): Promise<ServeReply> {
     // The daemon's main thread runs the process's one checkpointer; this thread's commits are
     // counted for it through the shared lock. The thread's many runs share their commits.
     // `existing`: the main thread made the schema; a thread starting after it was dropped must
-    // not make it anew (the daemon would go on in an empty one) but stop the daemon.
-    stores = createStores({ database: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline', poolSize: config.poolSize, groupCommit: true, existing: true });
+    // not make it anew (the daemon would go on in an empty one), nor join one made since under
+    // its name (`schemaOid`), but stop the daemon.
+    stores = createStores({ database: config.dbPath, durability: config.durability, writeLock: config.writeLock, checkpoints: 'inline', poolSize: config.poolSize, groupCommit: true, existing: true, ...(config.schemaOid === undefined ? {} : { schemaOid: config.schemaOid }) });
     const tm = createTaskManager({ store: stores.store });
     // The ticket demo's tools write their tables in the store's database.
     const runner = createRunner({ tm, runs: stores.runs, tools, plugins: config.plugins, breaker: config.breaker, services: { tickets: ticketStoreFor(stores.store) } });

@@ -123,4 +123,26 @@ describe('the schema dropped under an open store', () => {
     expect(await mine.runs.heartbeatDaemon('w1', [])).toBe(false);
     await mine.store.close();
   });
+
+  it("a daemon's thread opens only the schema its main thread opened, not one made since under its name", async () => {
+    const tm = freshManager();
+    const schema = new URL(tm.path).searchParams.get('schema')!;
+    const main = createStores({ database: tm.path });
+    const oid = await main.schemaOid!();
+    await main.store.close();
+    // The same schema: the thread opens it.
+    const same = createStores({ database: tm.path, existing: true, schemaOid: oid });
+    await same.ready;
+    await same.store.close();
+    // Another at the same version renamed over it: before, a thread starting now joined it.
+    const other = createStores({ database: tm.path.replace(`schema=${schema}`, `schema=${schema}_b`) });
+    await other.ready;
+    await other.store.close();
+    await sql(tm.path, `BEGIN; ALTER SCHEMA ${schema} RENAME TO ${schema}_gone; ALTER SCHEMA ${schema}_b RENAME TO ${schema}; COMMIT`);
+    const late = createStores({ database: tm.path, existing: true, schemaOid: oid });
+    const err = await late.ready.then(() => undefined, (e: unknown) => e);
+    expect(isEngineError(err) && err.code, String(err)).toBe('STORE_REPLACED');
+    expect((err as Error).message).toMatch(/schema t_\w+ is not the one this process opened \(dropped and made again\?\); nothing was written$/);
+    await late.store.close();
+  });
 });

@@ -241,7 +241,7 @@ export const PG_MIGRATIONS: readonly string[] = [
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */
-export async function migratePg(conn: PgConnection, opts: { existing?: boolean } = {}): Promise<{ version: number; oid: number }> {
+export async function migratePg(conn: PgConnection, opts: { existing?: boolean; oid?: number } = {}): Promise<{ version: number; oid: number }> {
   const { schema, display } = conn.location;
   const known = PG_MIGRATIONS.length;
   const tooNew = (version: number) =>
@@ -251,6 +251,10 @@ export async function migratePg(conn: PgConnection, opts: { existing?: boolean }
       known_version: known,
     });
   const { version: current, oid } = await probeSchema(conn);
+  // A daemon's thread joins the schema its main thread opened, not one made since under its name.
+  if (opts.oid !== undefined && oid !== null && oid !== opts.oid) {
+    throw new EngineError('STORE_REPLACED', `open on ${display}: schema ${schema} is not the one this process opened (dropped and made again?); nothing was written`, { location: display, schema });
+  }
   if (current === known && oid !== null) return { version: current, oid };
   // A daemon's thread that starts late (or again) must not make a schema dropped under the
   // daemon anew: its other threads and its main thread would go on, quietly, in an empty one.

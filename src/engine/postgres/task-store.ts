@@ -53,6 +53,8 @@ export interface PgStoreOptions {
    * @defaultValue false (a missing schema is created)
    */
   existing?: boolean;
+  /** The schema's identity (pg_namespace oid) as the process's first store found it: another is STORE_REPLACED. */
+  schemaOid?: number;
   log?: (line: string) => void;
 }
 
@@ -83,7 +85,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   const location = parsePgUrl(opts.url);
   const conn = connectPg(location, { now: opts.now, poolSize: opts.poolSize });
   // The schema's identity is read with its version, in the opening's one round trip.
-  const migrated = migratePg(conn, { existing: opts.existing === true });
+  const migrated = migratePg(conn, { existing: opts.existing === true, ...(opts.schemaOid === undefined ? {} : { oid: opts.schemaOid }) });
   const ready = migrated.then(() => undefined);
   // Nobody may have asked yet: the rejection is kept for the first caller, not reported unhandled.
   ready.catch(() => undefined);
