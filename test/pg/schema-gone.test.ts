@@ -87,7 +87,7 @@ describe('the schema dropped under an open store', () => {
     expect(daemon.lines.join('\n')).not.toMatch(/INTERNAL|\n\s+at /);
   });
 
-  it('a daemon whose schema is replaced under its name by another stops with STORE_REPLACED, from its heartbeat', async () => {
+  it('a daemon whose schema is replaced under its name by another stops with STORE_REPLACED', async () => {
     const tm = freshManager();
     await tm.createTask({ title: 'run first', card: daemonCard() }, operator);
     const daemon = await startDaemonProcess(tm.path, ['--workers', '2']);
@@ -104,7 +104,8 @@ describe('the schema dropped under an open store', () => {
     await sql(tm.path, `BEGIN; ALTER SCHEMA ${schema} RENAME TO ${schema}_gone; ALTER SCHEMA ${other} RENAME TO ${schema}; COMMIT`);
     const exit = await Promise.race([daemon.exited, new Promise<string>((r) => setTimeout(() => r('still running after 25 s'), 25_000).unref())]);
     expect(exit, daemon.lines.join('\n')).toBe(1);
-    expect(daemon.lines.join('\n')).toMatch(/stopping: STORE_REPLACED: daemon heartbeat on .*: schema t_\w+ is not the one this process opened \(dropped and made again\?\)/);
+    // Its heartbeat sees it, or, first under load, a thread that opens the store late does.
+    expect(daemon.lines.join('\n')).toMatch(/stopping: STORE_REPLACED: (daemon heartbeat|open) on .*: schema t_\w+ is not the one this process opened \(dropped and made again\?\)/);
   });
 
   it('the heartbeat checks which schema it beats in only when asked (a daemon); a library worker, which cannot stop, keeps its leases', async () => {
