@@ -12,8 +12,8 @@
  */
 import { EngineError } from './errors.js';
 import type { RunStore } from './run-store.js';
-import { type Fence, RUN_PHASES, type StepWrite, type Usage } from './runs.js';
-import { LIMITS, actor as actorSchema, checkReason, parse } from './schemas.js';
+import { CONTROL_STATES, type Fence, RUN_PHASES, STEP_KINDS, STEP_STATUSES, type StepWrite, type Usage } from './runs.js';
+import { LIMITS, actor as actorSchema, checkReason, name, parse } from './schemas.js';
 import { LONE_SURROGATE } from './text.js';
 
 const UNSTORABLE = new RegExp(`\u0000|${LONE_SURROGATE.source}`);
@@ -55,19 +55,17 @@ function checkUsage(u: Usage | undefined, what: string): void {
   if (u.cost !== undefined && !(Number.isFinite(u.cost) && u.cost >= 0)) refuse(`${what}: usage.cost`, 'must be a finite number from 0');
 }
 
-const STEP_KINDS: ReadonlySet<unknown> = new Set(['observe', 'decide', 'action']);
-const STEP_ENDS: ReadonlySet<unknown> = new Set(['ok', 'failed', 'rejected', 'unknown', 'not_happened', 'abandoned', 'waiting_approval']);
-const CONTROL_STATES: ReadonlySet<unknown> = new Set(['running', 'paused', 'stopped']);
+const KINDS: ReadonlySet<unknown> = new Set(STEP_KINDS);
+const STEP_ENDS: ReadonlySet<unknown> = new Set(STEP_STATUSES.filter((st) => st !== 'started'));
+const CONTROLS: ReadonlySet<unknown> = new Set(CONTROL_STATES);
 const oneOf = (set: ReadonlySet<unknown>, value: unknown, what: string) => set.has(value) || refuse(what, `must be one of ${[...set].join(', ')}`);
 
 function checkFence(f: Fence): void {
   checkId(f?.taskId, 'fence: taskId');
 }
 
-function checkStopReason(value: unknown, what: string): void {
-  checkStoredText(value, what, LIMITS.nameChars);
-  if ((value as string).length === 0 || /[\u0000-\u001f\u007f-\u009f]/.test(value as string)) refuse(what, 'must be one line, not empty');
-}
+/** A stop reason is a name (one line, 1 to 100 characters, no controls, well formed). */
+const checkStopReason = (value: unknown, what: string): void => void parse(name, value, what);
 
 const FINAL: ReadonlySet<unknown> = new Set(RUN_PHASES.filter((ph) => ph !== 'running' && ph !== 'paused'));
 
@@ -81,7 +79,7 @@ function checkWrites(writes: readonly StepWrite[] | undefined, what: string): vo
   for (const w of writes) {
     if ('record' in w) {
       checkId(w.record.runId, `${what}: runId`);
-      oneOf(STEP_KINDS, w.record.kind, `${what}: kind`);
+      oneOf(KINDS, w.record.kind, `${what}: kind`);
       oneOf(STEP_ENDS, w.record.status, `${what}: status`);
       checkDuration(w.record.durationMs, `${what}: durationMs`);
       checkWhole(w.record.startedAt, `${what}: startedAt`);
@@ -97,7 +95,7 @@ function checkWrites(writes: readonly StepWrite[] | undefined, what: string): vo
 
 function checkBegin(input: Parameters<RunStore['beginStep']>[1], what: string): void {
   checkId(input.runId, `${what}: runId`);
-  oneOf(STEP_KINDS, input.kind, `${what}: kind`);
+  oneOf(KINDS, input.kind, `${what}: kind`);
   optionalWhole(input.startedAt, `${what}: startedAt`);
   optionalText(input.tool, `${what}: tool`, TOOL_CHARS);
   optionalText(input.idempotencyKey, `${what}: idempotencyKey`, KEY_CHARS);
@@ -150,7 +148,7 @@ export function checkedRunStore(inner: RunStore): RunStore {
         if (!Array.isArray(request.target)) refuse('control: target', "must be task ids or 'all'");
         for (const id of request.target) checkId(id, 'control: task id');
       }
-      oneOf(CONTROL_STATES, request.state, 'control: state');
+      oneOf(CONTROLS, request.state, 'control: state');
       parse(actorSchema, request.actor, 'control: actor');
       checkReason(request.reason, 'control');
       return inner.setControl(request);

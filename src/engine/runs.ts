@@ -23,12 +23,14 @@ export const RUN_PHASES = [
 export type RunPhase = (typeof RUN_PHASES)[number];
 export type FinalPhase = Exclude<RunPhase, 'running' | 'paused'>;
 
-export type StepKind = 'observe' | 'decide' | 'action';
+export const STEP_KINDS = ['observe', 'decide', 'action'] as const;
+export type StepKind = (typeof STEP_KINDS)[number];
 /**
  * `unknown`: a write that started but whose outcome was lost in a crash. `not_happened`: an
  * unknown write an operator declared did not take effect; the resumed run carries it out.
  */
-export type StepStatus = 'started' | 'ok' | 'failed' | 'rejected' | 'unknown' | 'not_happened' | 'abandoned' | 'waiting_approval';
+export const STEP_STATUSES = ['started', 'ok', 'failed', 'rejected', 'unknown', 'not_happened', 'abandoned', 'waiting_approval'] as const;
+export type StepStatus = (typeof STEP_STATUSES)[number];
 
 /** An operator's word on an unknown side effect, given when the run is resumed. */
 export type SideEffectDeclaration = 'happened' | 'not_happened';
@@ -254,4 +256,5 @@ export interface FinishRunInput {
   before?: StepWrite[];
 }
 
-export type ControlState = 'running' | 'paused' | 'stopped';
+export const CONTROL_STATES = ['running', 'paused', 'stopped'] as const;
+export type ControlState = (typeof CONTROL_STATES)[number];

@@ -91,7 +91,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     const { multipleHosts } = (await store.info()).capabilities;
     schemaOid = await stores.schemaOid?.();
     // A beat that finds the store replaced (on PostgreSQL, the schema made anew) stops the daemon.
-    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet, multiHost: multipleHosts, silentMs: opts.silentMs, fatal: (err) => isFatal(err) && (fatal(err), true) });
+    holder = await startHolder({ runs, agent, threads, leaseMs, log: quiet, multiHost: multipleHosts, silentMs: opts.silentMs, fatal: stopsOn });
   } catch (err) {
     await store.close();
     throw err;
@@ -119,6 +119,12 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const fatal = (err: EngineError): void => {
     if (latch.offer(err)) void stop(FATAL_GRACE_MS);
   };
+  /** For a reporter (faultReporter's `fatal`): a fault no retry mends stops the daemon. */
+  function stopsOn(err: unknown): boolean {
+    if (!isFatal(err)) return false;
+    fatal(err);
+    return true;
+  }
   stores.sqlite?.onFault(fatal);
 
   const pool: Pool = createPool({
@@ -131,18 +137,10 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
    * A job's reporter: a fault no retry mends (FATAL_FAULTS: the store replaced, corrupt, its
    * schema gone) stops the daemon, as it does when a thread meets it; others are retried. On
    * SQLite the store's own onFault hook says so too; on PostgreSQL this is how the main
-   * thread's jobs (heartbeat aside) tell, not only a thread's next claim.
+   * thread's jobs (and its heartbeat, through the holder's `fatal`) tell, not only a thread's
+   * next claim.
    */
-  const jobReport = (what: string): FaultReporter => {
-    const report = faultReporter(what, quiet);
-    return {
-      get failures() {
-        return report.failures;
-      },
-      failed: (err) => (isFatal(err) ? fatal(err) : report.failed(err)),
-      ok: () => report.ok(),
-    };
-  };
+  const jobReport = (what: string): FaultReporter => faultReporter(what, quiet, undefined, stopsOn);
 
   const sweep = async () => {
     const swept = await tm.sweep();

@@ -107,14 +107,7 @@ export async function startHolder(opts: HolderOptions): Promise<Holder> {
     }
     opts.onBeat?.();
   };
-  const report = faultReporter('heartbeat', opts.log ?? (() => undefined));
-  const job = repeat(beatMs, 5000, beat, {
-    get failures() {
-      return report.failures;
-    },
-    failed: (err) => void (opts.fatal?.(err) === true || report.failed(err)),
-    ok: () => report.ok(),
-  });
+  const job = repeat(beatMs, 5000, beat, faultReporter('heartbeat', opts.log ?? (() => undefined), undefined, opts.fatal));
   return {
     id,
     host,

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { type Step, type StepKind, isEngineError, parseDuration } from '../engine/index.js';
 import { clip, printable } from '../engine/text.js';
 import { splitImage } from './images.js';
-import { type Decision, type Observation, PlannerError } from './planner.js';
+import { type Decision, type Observation, PlannerError, tokenCount } from './planner.js';
 import { planView, replan } from './plan.js';
 import { recordAction, summaryOf } from './loop-state.js';
 import { applyRestartPolicy } from './restart-policy.js';
@@ -43,11 +43,6 @@ function stepText(text: string, max: number): string;
 function stepText(text: string | undefined, max: number): string | undefined;
 function stepText(text: string | undefined, max: number): string | undefined {
   return text === undefined ? undefined : printable(clip(text, max));
-}
-
-/** A count from 0 to 2^53 - 1, whole (rounded up). */
-function wholeCount(n: number): number {
-  return Number.isFinite(n) && n > 0 ? Math.min(Math.ceil(n), Number.MAX_SAFE_INTEGER) : 0;
 }
 
 /** Counts a failed step; true when that spends the run's `max_failures`. */
@@ -141,9 +136,9 @@ export async function* decide(r: RunScope, observation: Observation): Phase<{ de
   }
   // A planner's counts as the stores keep them: whole tokens, a finite cost (any planner may
   // report them; a fraction was refused on PostgreSQL at every attempt of the run).
-  const tokens = wholeCount((decided.usage?.promptTokens ?? 0) + (decided.usage?.completionTokens ?? 0));
+  const tokens = tokenCount((decided.usage?.promptTokens ?? 0) + (decided.usage?.completionTokens ?? 0));
   state.usage.steps++;
-  state.usage.tokens = wholeCount(state.usage.tokens + tokens);
+  state.usage.tokens = tokenCount(state.usage.tokens + tokens);
   const cost = decided.usage?.cost ?? 0;
   if (Number.isFinite(cost) && cost > 0) state.usage.cost += cost;
   state.decisions++;

@@ -77,6 +77,15 @@ export interface DecideResult {
   usage?: PlannerUsage;
 }
 
+/**
+ * A token count as the stores keep it: whole (rounded up), from 0 to 2^53 - 1, and 0 for what
+ * is not a number. A planner's usage is whatever a model server said: a fraction was stored on
+ * SQLite and refused by PostgreSQL at every attempt of the run.
+ */
+export function tokenCount(v: unknown): number {
+  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.min(Math.ceil(v), Number.MAX_SAFE_INTEGER) : 0;
+}
+
 export interface Planner {
   readonly name: string;
   /** Rejects with a PlannerError for malformed output or a failed call (a counted failure). */

@@ -80,9 +80,10 @@ export interface FaultReporter {
 
 /**
  * One readable line per streak of failures of something retried on a timer (a watcher poll,
- * a heartbeat), instead of a line per try; and one line when it works again.
+ * a heartbeat), instead of a line per try; and one line when it works again. `fatal`: true
+ * for a failure its caller stops on, which is then not reported here.
  */
-export function faultReporter(what: string, log: (line: string) => void, everyMs = 30_000): FaultReporter {
+export function faultReporter(what: string, log: (line: string) => void, everyMs = 30_000, fatal?: (err: unknown) => boolean): FaultReporter {
   let failures = 0;
   let lastLine = 0;
   let lastText = '';
@@ -91,6 +92,8 @@ export function faultReporter(what: string, log: (line: string) => void, everyMs
       return failures;
     },
     failed(err) {
+      // A failure the caller takes as the end (it stops): not logged, not counted as a retry.
+      if (fatal?.(err) === true) return;
       failures++;
       const text = describeError(err);
       const now = Date.now();

@@ -10,7 +10,7 @@ import type { ChatCompletion, ChatCompletionContentPart, ChatCompletionCreatePar
 import { z } from 'zod/v4';
 import { EngineError } from '../../engine/errors.js';
 import { depthMessage, nestsDeeper } from '../../engine/json-depth.js';
-import { type DecideInput, type DecideResult, type Decision, type Planner, PlannerError, type PlannerUsage } from '../planner.js';
+import { type DecideInput, type DecideResult, type Decision, type Planner, PlannerError, type PlannerUsage, tokenCount } from '../planner.js';
 import { traceModelCall } from '../tracing.js';
 import { hasVision, modelFor } from './models.js';
 import { buildPrompt } from './prompt.js';
@@ -228,11 +228,6 @@ export function createLlmPlanner(opts: LlmPlannerOptions = {}): Planner {
   }
 
   return { name: 'llm', decide };
-}
-
-/** A token count a model server reported, as a whole number of tokens from 0 to 2^53 - 1 (0 when it is not a number). */
-function tokenCount(v: unknown): number {
-  return typeof v === 'number' && Number.isFinite(v) && v > 0 ? Math.min(Math.ceil(v), Number.MAX_SAFE_INTEGER) : 0;
 }
 
 /**
