@@ -88,7 +88,7 @@ const agent = { id: 'agent-1', role: 'agent' } as const;
 const BUDGET: Budget = { maxSteps: 20, maxFailures: 3, maxWriteCalls: null, maxPending: null, deadlineAt: null, maxTokens: 1000, maxCost: null };
 
 describe('round trips on PostgreSQL', () => {
-  it('a create and a claim of the next task are 1 round trip each; a claim of a named task and a move 2 (lock with BEGIN; one statement for row, dependents and events, pipelined with the COMMIT)', async () => {
+  it('a create, a claim of the next task and a move by the store that claimed it are 1 round trip each; a claim of a named task and a move another store makes 2 (lock with BEGIN; one statement for row, dependents and events, pipelined with the COMMIT)', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
     const { task: first } = await tm.createTask({ title: 'first' }, operator);
@@ -105,19 +105,35 @@ describe('round trips on PostgreSQL', () => {
     expect(claim).toEqual([expect.stringMatching(/^named: WITH c AS \(SELECT coalesce\(\$4::bigint, .*clock_timestamp.*FOR UPDATE SKIP LOCKED.*UPDATE tasks t SET .*INSERT INTO task_events/s)]);
     // A claim of a named task still locks it with BEGIN and writes with the COMMIT.
     const { task: named } = await tm.createTask({ title: 'named' }, operator);
-    const byId = await statementsOf(() => tm.claimTask({ agent: agent.id, taskId: named.id }));
+    let namedClaim!: { claimToken: string };
+    const byId = await statementsOf(async () => void (namedClaim = (await tm.claimTask({ agent: agent.id, taskId: named.id }))!));
     expect(tripsOf(byId)).toHaveLength(2);
     expect(byId[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+::bigint\)$/);
     expect(byId[1]).toMatch(/^named: WITH w0 AS \(UPDATE tasks SET state = \$1, .*INSERT INTO task_events/s);
     expect(byId[2]).toBe('pipelined: COMMIT');
 
+    // A move by the store whose claim took the task (move-one.ts): BEGIN, the row's lock, one
+    // statement for the row (if it is still as claimed), its dependents and its events, and the
+    // COMMIT, written at once.
     const move = await statementsOf(() =>
       tm.transitionTask({ taskId: claimed!.id, to: 'review', actor: agent, claimToken: claimed!.claimToken, then: [{ to: 'completed', actor: system }] }),
     );
-    expect(tripsOf(move)).toHaveLength(2);
-    expect(move[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+::bigint\)$/);
-    expect(move[1]).toMatch(/^named: WITH w0 AS \(UPDATE tasks .*, w1 AS \(UPDATE tasks SET unmet_deps = unmet_deps - 1 .*pg_catalog\.pg_notify/s);
-    expect(move[2]).toBe('pipelined: COMMIT');
+    expect(tripsOf(move)).toHaveLength(1);
+    expect(move).toEqual([
+      'BEGIN',
+      'pipelined: named: SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE',
+      expect.stringMatching(/^pipelined: named: WITH c AS .*UPDATE tasks t SET .*INSERT INTO task_events .*UPDATE tasks SET unmet_deps = unmet_deps - 1\s.*pg_catalog\.pg_notify/s),
+      'pipelined: COMMIT',
+    ]);
+    // A move by a store that did not claim the task: it reads the row first (2 round trips).
+    const other = freshManager({ path: tm.path });
+    onTestFinished(() => other.close());
+    await (other.store as PgTaskStore).ready; // its migration check is not the move's
+    const slow = await statementsOf(() => other.transitionTask({ taskId: named.id, to: 'pending', actor: agent, claimToken: namedClaim.claimToken }));
+    expect(tripsOf(slow)).toHaveLength(2);
+    expect(slow[0]).toMatch(/BEGIN; EXECUTE taskloop_now; EXECUTE taskloop_lock_row\(\d+::bigint\)$/);
+    expect(slow[1]).toMatch(/^named: WITH w0 AS \(UPDATE tasks SET state = \$1, .*INSERT INTO task_events/s);
+    expect(slow[2]).toBe('pipelined: NOTIFY taskloop_' + (tm.store as PgTaskStore).conn.location.schema + '; COMMIT');
 
     // What the one statement wrote: the task, its dependent (now claimable), both events in order.
     const done = await tm.getTask(first.id);
@@ -204,23 +220,27 @@ describe('round trips on PostgreSQL', () => {
     for (const tm of [base, pooled]) {
       const store = tm.store as PgTaskStore;
       for (const name of hostile) {
-        const { task } = await tm.createTask({ title: `for ${name}`, forAgent: name }, operator);
-        const claimed = (await store.claim({ agent: name, taskId: task.id, start: true })).value!;
-        const reason = `${name} reason`;
-        const sent = await statementsOf(() =>
-          store.transition({ taskId: task.id, to: 'review', actor: { id: name, role: 'agent' }, claimToken: claimed.claimToken, reason }),
-        );
-        expect(tripsOf(sent)).toHaveLength(2);
-        for (const text of sent) for (const secret of [reason, claimed.claimToken]) expect(text).not.toContain(secret);
-        const back = await tm.getTask(task.id);
-        expect(back.assignee).toBe(name);
-        const moved = back.events.at(-1)!;
-        expect([moved.actor, moved.data.reason, moved.data.to]).toEqual([name, reason, 'review']);
+        // Claimed by id (its move takes the full path), and as the next task (one round trip).
+        for (const byId of [true, false]) {
+          const { task } = await tm.createTask({ title: `for ${name}`, forAgent: name }, operator);
+          const claimed = (await store.claim({ agent: name, ...(byId ? { taskId: task.id } : {}), start: true })).value!;
+          expect(claimed.id).toBe(task.id);
+          const reason = `${name} reason`;
+          const sent = await statementsOf(() =>
+            store.transition({ taskId: task.id, to: 'review', actor: { id: name, role: 'agent' }, claimToken: claimed.claimToken, reason }),
+          );
+          expect(tripsOf(sent)).toHaveLength(byId ? 2 : 1);
+          for (const text of sent) for (const secret of [reason, claimed.claimToken]) expect(text).not.toContain(secret);
+          const back = await tm.getTask(task.id);
+          expect(back.assignee).toBe(name);
+          const moved = back.events.at(-1)!;
+          expect([moved.actor, moved.data.reason, moved.data.to]).toEqual([name, reason, 'review']);
+        }
       }
     }
-    expect((await base.stats()).byState.review).toBe(2 * hostile.length);
+    expect((await base.stats()).byState.review).toBe(4 * hostile.length);
     const [row] = await (base.store as PgTaskStore).conn.query<{ n: number }>('SELECT count(*)::int AS n FROM tasks');
-    expect(row!.n).toBe(2 * hostile.length);
+    expect(row!.n).toBe(4 * hostile.length);
   });
 
   it('a schema name of 45 characters carries its wake-ups and controls whole; a longer one is refused before connecting', async () => {
@@ -332,104 +352,112 @@ describe('prepared statements and a schema that changes under them', () => {
 });
 
 describe('the commit’s round trip when its write fails', () => {
-  it('a held write that fails with its COMMIT in flight rolls back whole and leaves its connection clean; a deadlock there is retried and writes once', async () => {
-    const tm = freshManager();
-    onTestFinished(() => tm.close());
-    // A trigger on the event log: 'explode' fails the statement; 'deadlock' fails it as a
-    // deadlock (40P01) the first time only (a sequence counts: it is not rolled back), as a
-    // lost lock race would.
-    await execSql(tm, 'CREATE SEQUENCE tripped');
-    await execSql(
-      tm,
-      `CREATE FUNCTION trip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-         IF NEW.data::jsonb->>'reason' = 'explode' THEN RAISE EXCEPTION 'exploded on purpose'; END IF;
-         IF NEW.data::jsonb->>'reason' = 'deadlock' AND nextval('tripped') = 1 THEN
-           RAISE EXCEPTION 'deadlock on purpose' USING ERRCODE = '40P01';
-         END IF;
-         RETURN NEW; END $$`,
-    );
-    await execSql(tm, 'CREATE TRIGGER trip BEFORE INSERT ON task_events FOR EACH ROW EXECUTE FUNCTION trip()');
-    const { task } = await tm.createTask({ title: 'one' }, operator);
-    const claimed = (await tm.claimTask({ agent: agent.id, taskId: task.id, start: true }))!;
-    const before = await tm.getTask(task.id);
-    const move = (reason: string) => tm.transitionTask({ taskId: task.id, to: 'review', actor: agent, claimToken: claimed.claimToken, reason });
-    const sent = await statementsOf(() => move('explode').catch((err: unknown) => err));
-    // The write failed with the COMMIT already sent (which then ended the aborted transaction).
-    expect(sent.slice(-2)).toEqual(['pipelined: COMMIT', 'ROLLBACK']);
-    await expect(move('explode')).rejects.toThrow(/exploded on purpose/);
-    const after = await tm.getTask(task.id);
-    expect([after.state, after.events.length, after.updatedAt]).toEqual([before.state, before.events.length, before.updatedAt]);
-    // Every pooled connection is usable (none was left in an aborted transaction).
-    await Promise.all(Array.from({ length: 8 }, () => tm.stats()));
-    // The deadlock: the whole transaction runs again, and commits once.
-    const moved = await move('deadlock');
-    expect(moved.state).toBe('review');
-    const events = (await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned' && e.data.reason === 'deadlock');
-    expect(events).toHaveLength(1);
-    expect((await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned').length).toBe(before.events.filter((e) => e.type === 'task.transitioned').length + 1);
-  });
-  it('a statement cancelled by the server (statement_timeout, pg_cancel_backend) fails its call with STORE_BUSY and writes nothing: a create in one statement and a move', async () => {
-    const tm = freshManager();
-    onTestFinished(() => tm.close());
-    // A row whose title or reason is 'cancel me' cancels the statement writing it.
-    for (const [table, test] of [
-      ['tasks', "NEW.title = 'cancel me'"],
-      ['task_events', "NEW.data::jsonb->>'reason' = 'cancel me'"],
-    ]) {
+  for (const how of ['by id', 'the next'] as const) {
+    it(`a held write that fails with its COMMIT in flight rolls back whole and leaves its connection clean; a deadlock there is retried and writes once (a task claimed ${how}: ${how === 'by id' ? 'the full path' : 'one round trip'})`, async () => {
+      const tm = freshManager();
+      onTestFinished(() => tm.close());
+      // A trigger on the event log: 'explode' fails the statement; 'deadlock' fails it as a
+      // deadlock (40P01) the first time only (a sequence counts: it is not rolled back), as a
+      // lost lock race would.
+      await execSql(tm, 'CREATE SEQUENCE tripped');
       await execSql(
         tm,
-        `CREATE FUNCTION cancel_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-           IF ${test} THEN PERFORM pg_cancel_backend(pg_backend_pid()); PERFORM pg_sleep(5); END IF;
+        `CREATE FUNCTION trip() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+           IF NEW.data::jsonb->>'reason' = 'explode' THEN RAISE EXCEPTION 'exploded on purpose'; END IF;
+           IF NEW.data::jsonb->>'reason' = 'deadlock' AND nextval('tripped') = 1 THEN
+             RAISE EXCEPTION 'deadlock on purpose' USING ERRCODE = '40P01';
+           END IF;
            RETURN NEW; END $$`,
       );
-      await execSql(tm, `CREATE TRIGGER cancel_me BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION cancel_${table}()`);
-    }
-    const before = await tm.stats();
-    expect(await codeOf(tm.createTask({ title: 'cancel me' }, operator))).toBe('STORE_BUSY');
-    expect(await tm.stats()).toEqual(before);
-    const { task } = await tm.createTask({ title: 'one' }, operator);
-    const claimed = (await tm.claimTask({ agent: agent.id, taskId: task.id, start: true }))!;
-    const held = await tm.getTask(task.id);
-    const move = (reason: string) => tm.transitionTask({ taskId: task.id, to: 'review', actor: agent, claimToken: claimed.claimToken, reason });
-    expect(await codeOf(move('cancel me'))).toBe('STORE_BUSY');
-    expect(await tm.getTask(task.id)).toEqual(held);
-    expect((await move('fine')).state).toBe('review');
-  });
-
-  it('a backend that dies mid-transaction fails that call with STORE_UNAVAILABLE and writes nothing; the process lives on and the next call works', async () => {
-    const tm = freshManager();
-    onTestFinished(() => tm.close());
-    // The event insert of a move whose reason is 'die' terminates its own backend.
-    await execSql(
-      tm,
-      `CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-         IF NEW.data::jsonb->>'reason' = 'die' THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
-         RETURN NEW; END $$`,
-    );
-    await execSql(tm, 'CREATE TRIGGER die BEFORE INSERT ON task_events FOR EACH ROW EXECUTE FUNCTION die()');
-    const { task } = await tm.createTask({ title: 'one' }, operator);
-    const claimed = (await tm.claimTask({ agent: agent.id, taskId: task.id, start: true }))!;
-    const before = await tm.getTask(task.id);
-    // In a process of its own: an 'error' event nobody hears ends a process, which a test
-    // runner would only report beside the tests.
-    const script = join(tempDir(), 'die.mjs');
-    writeFileSync(
-      script,
-      `import { createTaskManager } from ${JSON.stringify(join(ROOT, 'dist/engine/index.js'))};
-       import { createPgStore } from ${JSON.stringify(join(ROOT, 'dist/engine/postgres/task-store.js'))};
-       const tm = createTaskManager({ store: createPgStore({ url: process.argv[2] }) });
-       const move = (reason) => tm.transitionTask({ taskId: ${task.id}, to: 'review', actor: { id: 'agent-1', role: 'agent' }, claimToken: ${JSON.stringify(claimed.claimToken)}, reason });
-       const code = await move('die').then(() => 'none', (err) => err.code);
-       await new Promise((r) => setTimeout(r, 300)); // the dead connection's 'error' event comes after
-       const next = await move('fine');
-       await tm.close();
-       process.stdout.write(JSON.stringify({ code, next: next.state }));`,
-    );
-    const child = spawnSync(process.execPath, [script, tm.path], { encoding: 'utf8', timeout: 30_000 });
-    expect(child.status, child.stderr).toBe(0);
-    expect(JSON.parse(child.stdout)).toEqual({ code: 'STORE_UNAVAILABLE', next: 'review' });
-    const after = await tm.getTask(task.id);
-    expect(after.events.filter((e) => e.data.reason === 'die')).toEqual([]);
-    expect(after.events.length).toBe(before.events.length + 1);
-  });
+      await execSql(tm, 'CREATE TRIGGER trip BEFORE INSERT ON task_events FOR EACH ROW EXECUTE FUNCTION trip()');
+      const { task } = await tm.createTask({ title: 'one' }, operator);
+      const claimed = (await tm.claimTask({ agent: agent.id, ...(how === 'by id' ? { taskId: task.id } : {}), start: true }))!;
+        expect(claimed.id).toBe(task.id);
+      const before = await tm.getTask(task.id);
+      const move = (reason: string) => tm.transitionTask({ taskId: task.id, to: 'review', actor: agent, claimToken: claimed.claimToken, reason });
+      const sent = await statementsOf(() => move('explode').catch((err: unknown) => err));
+      // The write failed with the COMMIT already sent (which then ended the aborted transaction).
+      expect(sent.slice(-2)).toEqual(['pipelined: COMMIT', 'ROLLBACK']);
+      await expect(move('explode')).rejects.toThrow(/exploded on purpose/);
+      const after = await tm.getTask(task.id);
+      expect([after.state, after.events.length, after.updatedAt]).toEqual([before.state, before.events.length, before.updatedAt]);
+      // Every pooled connection is usable (none was left in an aborted transaction).
+      await Promise.all(Array.from({ length: 8 }, () => tm.stats()));
+      // The deadlock: the whole transaction runs again, and commits once.
+      const moved = await move('deadlock');
+      expect(moved.state).toBe('review');
+      const events = (await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned' && e.data.reason === 'deadlock');
+      expect(events).toHaveLength(1);
+      expect((await tm.getTask(task.id)).events.filter((e) => e.type === 'task.transitioned').length).toBe(before.events.filter((e) => e.type === 'task.transitioned').length + 1);
+    });
+  }
+  for (const how of ['by id', 'the next'] as const) {
+    it(`a statement cancelled by the server (statement_timeout, pg_cancel_backend) fails its call with STORE_BUSY and writes nothing: a create in one statement and a move (a task claimed ${how})`, async () => {
+      const tm = freshManager();
+      onTestFinished(() => tm.close());
+      // A row whose title or reason is 'cancel me' cancels the statement writing it.
+      for (const [table, test] of [
+        ['tasks', "NEW.title = 'cancel me'"],
+        ['task_events', "NEW.data::jsonb->>'reason' = 'cancel me'"],
+      ]) {
+        await execSql(
+          tm,
+          `CREATE FUNCTION cancel_${table}() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+             IF ${test} THEN PERFORM pg_cancel_backend(pg_backend_pid()); PERFORM pg_sleep(5); END IF;
+             RETURN NEW; END $$`,
+        );
+        await execSql(tm, `CREATE TRIGGER cancel_me BEFORE INSERT ON ${table} FOR EACH ROW EXECUTE FUNCTION cancel_${table}()`);
+      }
+      const before = await tm.stats();
+      expect(await codeOf(tm.createTask({ title: 'cancel me' }, operator))).toBe('STORE_BUSY');
+      expect(await tm.stats()).toEqual(before);
+      const { task } = await tm.createTask({ title: 'one' }, operator);
+      const claimed = (await tm.claimTask({ agent: agent.id, ...(how === 'by id' ? { taskId: task.id } : {}), start: true }))!;
+        expect(claimed.id).toBe(task.id);
+      const held = await tm.getTask(task.id);
+      const move = (reason: string) => tm.transitionTask({ taskId: task.id, to: 'review', actor: agent, claimToken: claimed.claimToken, reason });
+      expect(await codeOf(move('cancel me'))).toBe('STORE_BUSY');
+      expect(await tm.getTask(task.id)).toEqual(held);
+      expect((await move('fine')).state).toBe('review');
+    });
+  }
+  for (const how of ['by id', 'the next'] as const) {
+    it(`a backend that dies mid-transaction fails that call with STORE_UNAVAILABLE and writes nothing; the process lives on and the next call works (a task claimed ${how})`, async () => {
+      const tm = freshManager();
+      onTestFinished(() => tm.close());
+      // The event insert of a move whose reason is 'die' terminates its own backend.
+      await execSql(
+        tm,
+        `CREATE FUNCTION die() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+           IF NEW.data::jsonb->>'reason' = 'die' THEN PERFORM pg_terminate_backend(pg_backend_pid()); END IF;
+           RETURN NEW; END $$`,
+      );
+      await execSql(tm, 'CREATE TRIGGER die BEFORE INSERT ON task_events FOR EACH ROW EXECUTE FUNCTION die()');
+      const { task } = await tm.createTask({ title: 'one' }, operator);
+      const before = await tm.getTask(task.id);
+      // In a process of its own: an 'error' event nobody hears ends a process, which a test
+      // runner would only report beside the tests.
+      const script = join(tempDir(), 'die.mjs');
+      writeFileSync(
+        script,
+        `import { createTaskManager } from ${JSON.stringify(join(ROOT, 'dist/engine/index.js'))};
+         import { createPgStore } from ${JSON.stringify(join(ROOT, 'dist/engine/postgres/task-store.js'))};
+         const tm = createTaskManager({ store: createPgStore({ url: process.argv[2] }) });
+         // Claimed by this process: by id (its moves take the full path), or the next (one round trip).
+         const claimed = await tm.claimTask({ agent: 'agent-1', start: true${how === 'by id' ? `, taskId: ${task.id}` : ''} });
+         const move = (reason) => tm.transitionTask({ taskId: ${task.id}, to: 'review', actor: { id: 'agent-1', role: 'agent' }, claimToken: claimed.claimToken, reason });
+         const code = await move('die').then(() => 'none', (err) => err.code);
+         await new Promise((r) => setTimeout(r, 300)); // the dead connection's 'error' event comes after
+         const next = await move('fine');
+         await tm.close();
+         process.stdout.write(JSON.stringify({ code, next: next.state }));`,
+      );
+      const child = spawnSync(process.execPath, [script, tm.path], { encoding: 'utf8', timeout: 30_000 });
+      expect(child.status, child.stderr).toBe(0);
+      expect(JSON.parse(child.stdout)).toEqual({ code: 'STORE_UNAVAILABLE', next: 'review' });
+      const after = await tm.getTask(task.id);
+      expect(after.events.filter((e) => e.data.reason === 'die')).toEqual([]);
+      expect(after.events.length).toBe(before.events.length + 3); // claimed, started, the fine move
+    });
+  }
 });

@@ -101,7 +101,7 @@ const STARTED_TEXT = JSON.stringify(startedData());
  * events' data): a picked task is pending, which any agent may claim. Null when nothing is
  * claimable; a statement that fails writes nothing.
  */
-export async function claimOne(query: Query, input: ClaimInput, fixedNow: number | undefined): Promise<{ task: ClaimedTask; events: TaskEvent[] } | null> {
+export async function claimOne(query: Query, input: ClaimInput, fixedNow: number | undefined): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
   const { state, leaseMs, token } = claimTerms(input);
   const pick = pickSql(input.withCard === true, 'id', true).replace('$2', '(SELECT now FROM c)').replace('$3', '$2').replace('$4', '$3');
   const [row] = await query<TaskRow & { first_event: number; last_event: number }>(
@@ -146,7 +146,7 @@ export async function claimOne(query: Query, input: ClaimInput, fixedNow: number
   });
   const events = [event(first, 'task.claimed', claimedData(columns.attempts, columns.lease_expires_at!))];
   if (input.start === true) events.push(event(last, 'task.transitioned', startedData()));
-  return { task, events };
+  return { task, row: columns as TaskRow, events };
 }
 
 /** Extends a lease, in one statement on the database's clock (or the test clock, `now`). */

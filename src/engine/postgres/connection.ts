@@ -51,6 +51,16 @@ export interface PgConnection {
     notify?: (value: T, q: Query) => readonly string[],
     opening?: Opening,
   ): Promise<T>;
+  /**
+   * One transaction in one round trip: BEGIN, `statements` in order and COMMIT, written to the
+   * socket at once. Each statement takes its own snapshot (READ COMMITTED), so one that waits for
+   * a row lock is followed by statements that see what committed meanwhile. Their rows, in
+   * order. A statement that fails aborts the transaction (the COMMIT then ends it without
+   * writing); serialization failures and deadlocks run the whole again, as `tx`. Every
+   * parameter must be a plain value (a string, a number, null, or an array of them): one pg
+   * could fail to send would leave the COMMIT to commit the statements before it.
+   */
+  oneTrip(what: string, statements: ReadonlyArray<{ text: string; params: unknown[] }>): Promise<Array<Array<Record<string, unknown>>>>;
   /** The clock the store runs on: the database's, unless a test pinned one. */
   now(): Promise<number>;
   /** A client outside the pool (the LISTEN connection), not connected yet. */
@@ -95,6 +105,17 @@ const plainParam = (v: unknown): boolean =>
 const stalePlan = (err: unknown): boolean =>
   (err as { code?: unknown } | null)?.code === '0A000' && /cached plan must not change result type/.test(String((err as Error).message));
 const MAX_TRIES = 20;
+
+/** What `send` asks of `client`, written to the socket at once (the pool's clients pipeline: none waits for the one before). */
+function corked<T>(client: pg.PoolClient, send: () => T): T {
+  const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
+  stream?.cork?.();
+  try {
+    return send();
+  } finally {
+    stream?.uncork?.();
+  }
+}
 
 
 export function connectPg(location: PgLocation, opts: { now?: () => number; poolSize?: number } = {}): PgConnection {
@@ -166,6 +187,15 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
 
   const fail = (err: unknown, what: string): unknown => pgFault(err, location.display, what);
 
+  /** A client of the pool, or the fault that kept one from us. */
+  const checkout = async (what: string): Promise<pg.PoolClient> => {
+    try {
+      return await (await poolOf()).connect();
+    } catch (err) {
+      throw fail(err, what);
+    }
+  };
+
   /**
    * After a serialization failure or a deadlock (rolled back, nothing written): true once a
    * short, growing, jittered wait is over, to run the work again; STORE_BUSY after MAX_TRIES.
@@ -207,12 +237,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     opening?: Opening,
   ): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      let client: pg.PoolClient;
-      try {
-        client = await (await poolOf()).connect();
-      } catch (err) {
-        throw fail(err, what);
-      }
+      const client = await checkout(what);
       let broken: unknown;
       let fresh = true; // may go back to the pool as it is
       try {
@@ -260,14 +285,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         // value pg could fail to serialize is written before the COMMIT, as any statement).
         held = undefined;
         // Corked, the two go out in one write to the socket, not two.
-        const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
-        stream?.cork?.();
-        let sent: readonly [Promise<pg.QueryResult>, Promise<unknown>];
-        try {
-          sent = [client.query(statement(h.text, h.params)), client.query(commit)] as const;
-        } finally {
-          stream?.uncork?.();
-        }
+        const sent = corked(client, () => [client.query(statement(h.text, h.params)), client.query(commit)] as const);
         const [write, end] = await Promise.allSettled(sent);
         if (write.status === 'rejected') throw write.reason;
         if (end.status === 'rejected') throw end.reason;
@@ -289,6 +307,30 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     }
   }
 
+  async function oneTrip(what: string, statements: ReadonlyArray<{ text: string; params: unknown[] }>): Promise<Array<Array<Record<string, unknown>>>> {
+    if (!statements.every((st) => st.params.every(plainParam))) throw new TypeError(`${what}: a value that is not plain cannot go in one round trip`);
+    for (let attempt = 1; ; attempt++) {
+      const client = await checkout(what);
+      let broken: unknown;
+      try {
+        const sent = corked(client, () => [client.query('BEGIN'), ...statements.map((st) => client.query(statement(st.text, st.params))), client.query('COMMIT')]);
+        const settled = await Promise.allSettled(sent);
+        // The first failure is the cause; the statements after it only met the aborted transaction.
+        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+        if (failed !== undefined) throw failed.reason;
+        return settled.slice(1, -1).map((r) => (r as PromiseFulfilledResult<pg.QueryResult>).value.rows);
+      } catch (err) {
+        broken = err;
+        await client.query('ROLLBACK').catch(() => undefined);
+        if (stalePlan(err) && attempt < MAX_TRIES) continue;
+        if (await conflictAgain(err, attempt, what)) continue;
+        throw fail(err, what);
+      } finally {
+        client.release(broken !== undefined && (stalePlan(broken) || isConnectionError(broken) || lostSession(broken)) ? (broken as Error) : undefined);
+      }
+    }
+  }
+
   const multi = async (text: string): Promise<Array<Array<Record<string, unknown>>>> => {
     try {
       const results = (await (await poolOf()).query(text)) as unknown as pg.QueryResult[];
@@ -303,6 +345,7 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     query,
     multi,
     tx,
+    oneTrip,
     now: async () => fixed?.() ?? (await query<{ now: number }>(`SELECT ${NOW_MS} AS now`))[0]!.now,
     dedicated: async () => {
       const driver = await loadDriver();

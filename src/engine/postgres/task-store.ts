@@ -18,6 +18,8 @@ import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createOne, createTasks, isPlain, markStale, reclaimStale, transition } from './tasks.js';
 import { createPgWatcher, workChannels } from './watch.js';
 import { deferEvents, flushEvents, lockOpening, primeLock } from './moves.js';
+import { moveOne, seenClaims } from './move-one.js';
+import { toTask } from '../task-rows.js';
 import type { Query } from './connection.js';
 
 /** The task a write locks first (PgTaskStore.write). */
@@ -93,6 +95,8 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   const horizon = createHorizon(conn);
   const reads = createReads(conn, horizon);
   const watcher = createPgWatcher(conn, horizon, { pollMs: opts.pollMs, log: opts.log });
+  // What this store's claimers last saw of their claims: their moves go in one round trip while the row is still that (move-one.ts).
+  const seen = seenClaims();
 
   async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock | Pick): Promise<WriteOutcome<T>> {
     await ready;
@@ -158,6 +162,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       // A pick: one statement, one round trip (claim.ts claimOne).
       await ready;
       const claimed = await claimOne((text, params) => conn.query(text, params, 'claim'), input, opts.now?.());
+      if (claimed !== null) seen.remember(claimed.row, claimed.task.claimToken);
       return { value: claimed?.task ?? null, events: claimed?.events ?? [] };
     },
     claimable: async (input) => {
@@ -165,7 +170,21 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       return read(async () => claimable(conn.query, parsed, await conn.now()));
     },
     heartbeat: (input) => read(async () => ({ leaseExpiresAt: await heartbeat(conn.query, input, opts.now?.()) })),
-    transition: (input) => write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId)),
+    transition: async (input) => {
+      const token = input.claimToken;
+      const known = token === undefined ? undefined : seen.get(token);
+      if (known !== undefined) {
+        await ready;
+        const moved = await moveOne(conn, input, known, opts.now?.());
+        if (moved !== null) {
+          seen.remember(moved.row, token!);
+          return { value: moved.task, events: moved.events };
+        }
+      }
+      const out = await write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId));
+      if (token !== undefined) seen.remember(out.value, token);
+      return { value: toTask(out.value), events: out.events };
+    },
     sweep: (o) =>
       write('sweep', async (q, now, events) => {
         const marked = await markStale(q, now);

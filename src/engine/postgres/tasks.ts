@@ -197,7 +197,8 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
   return inputs.map((input) => resultAt.get(input)!);
 }
 
-export async function transition(q: Query, input: TransitionInput, now: number, events: TaskEvent[]): Promise<Task> {
+/** Moves a task (and its `then` moves) inside `q`'s transaction; the row it left. */
+export async function transition(q: Query, input: TransitionInput, now: number, events: TaskEvent[]): Promise<TaskRow> {
   let row = await lockTask(q, input.taskId);
   if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
   // Each step is checked against the row as the step before left it; the row is written once.
@@ -210,7 +211,7 @@ export async function transition(q: Query, input: TransitionInput, now: number, 
     events.push(event);
     row = next;
   }
-  return toTask(await commitMoves(q, row, staged, now, events));
+  return commitMoves(q, row, staged, now, events);
 }
 
 export async function markStale(q: Query, now: number): Promise<number> {
