@@ -5,6 +5,7 @@
  * the memory: a row changed by another process, a token used by another agent or for another
  * task, a dependent created while the completion waits for the row.
  */
+import pg from 'pg';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import type { Actor, TaskEvent, TransitionInput } from '../../src/engine/index.js';
 import type { PgTaskStore } from '../../src/engine/postgres/task-store.js';
@@ -121,6 +122,45 @@ describe('a claimer’s move in one round trip (PostgreSQL)', () => {
     expect(await codeOf(tm.transitionTask({ taskId: c.id, to: 'review', actor: worker, claimToken: c.claimToken, then: [{ to: 'completed', actor: system }] }))).toBe('STALE_CLAIM');
     expect(await tm.getTask(c.id)).toEqual(held);
     expect(trips.count()).toBe(2);
+  });
+
+  it('a dead claim is not tried in one round trip again: after the row was found changed, every later move of that claim reads the row first', async () => {
+    const tm = freshManager();
+    const other = freshManager({ path: tm.path });
+    const trips = countTrips(tm);
+    await tm.createTask({ title: 'cancelled elsewhere' }, operator);
+    const c = (await tm.claimTask({ agent: worker.id, start: true }))!;
+    await other.cancelTask({ taskId: c.id, actor: operator, reason: 'stop' });
+    for (let i = 0; i < 5; i++) {
+      expect(await codeOf(tm.transitionTask({ taskId: c.id, to: 'review', actor: worker, claimToken: c.claimToken }))).toBe('STALE_CLAIM');
+    }
+    // Once: without the forgetting, each of the five locked the row in a trip that wrote nothing.
+    expect(trips.count()).toBe(1);
+  });
+
+  it('a BEGIN that fails alone writes nothing: the move writes only inside the transaction that holds the row’s lock', async () => {
+    const tm = freshManager();
+    const { task } = await tm.createTask({ title: 't' }, operator);
+    const c = (await tm.claimTask({ agent: worker.id, start: true }))!;
+    const before = await tm.getTask(task.id);
+    // A stand-in for a BEGIN the server refuses on its own (a cancel landing on it): the
+    // statements after it, each with its own Sync, would run in autocommit.
+    const proto = pg.Client.prototype as unknown as { query: (...a: unknown[]) => unknown };
+    const original = proto.query;
+    let armed = true;
+    proto.query = function (this: unknown, config: unknown, ...rest: unknown[]) {
+      if (armed && config === 'BEGIN') {
+        armed = false;
+        return original.call(this, 'SELECT 1/0', ...rest);
+      }
+      return original.call(this, config, ...rest);
+    };
+    onTestFinished(() => void (proto.query = original));
+    await expect(tm.transitionTask({ taskId: task.id, to: 'review', actor: worker, claimToken: c.claimToken })).rejects.toThrow(/division by zero/);
+    proto.query = original;
+    expect(await tm.getTask(task.id)).toEqual(before);
+    // The claim is still good: the move goes through now.
+    expect((await tm.transitionTask({ taskId: task.id, to: 'review', actor: worker, claimToken: c.claimToken })).state).toBe('review');
   });
 
   it('a hostile caller gains nothing from the memory: another agent with a leaked token, a token for another task, a move the rules refuse', async () => {

@@ -71,11 +71,14 @@ const UNREAD = {
   updated_at: 0, card: '{}', result: null, last_event_id: null,
 } satisfies Omit<TaskRow, keyof SeenClaim>;
 
-const MOVE = `WITH c AS (SELECT coalesce($1::bigint, ${NOW_MS}) AS now),
+// `c.locked`: this transaction holds the row's lock (taking it assigned a transaction id). A
+// BEGIN that failed alone would leave the lock and this statement to run each on its own,
+// the move's snapshot no longer after the lock: it then writes nothing.
+const MOVE = `WITH c AS (SELECT coalesce($1::bigint, ${NOW_MS}) AS now, pg_catalog.txid_current_if_assigned() IS NOT NULL AS locked),
   u AS (UPDATE tasks t SET state = $3, assignee = $4, claim_token = $5, worker_id = $6, lease_expires_at = c.now + $7::bigint,
       stale_since = NULL, updated_at = c.now, result = CASE WHEN $8::boolean THEN $9::text ELSE t.result END
     FROM c
-    WHERE t.id = $2 AND t.state = $10 AND t.creator = $11 AND t.creator_role = $12 AND t.assignee IS NOT DISTINCT FROM $13
+    WHERE c.locked AND t.id = $2 AND t.state = $10 AND t.creator = $11 AND t.creator_role = $12 AND t.assignee IS NOT DISTINCT FROM $13
       AND t.claim_token = $14 AND t.worker_id IS NOT DISTINCT FROM $15 AND t.lease_ms IS NOT DISTINCT FROM $16::bigint
     RETURNING t.*),
   e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)

@@ -180,6 +180,10 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
           seen.remember(moved.row, token!);
           return { value: moved.task, events: moved.events };
         }
+        // The row is no longer as remembered (or the rules refuse the move on it): the full
+        // path reads it, and remembers it again only if the claim goes on. A dead claim is
+        // not tried in one round trip again (a lock on a row that may be another's by now).
+        seen.forget(token!);
       }
       const out = await write('transition', (q, now, events) => transition(q, input, now, events), wholeRow(input.taskId));
       if (token !== undefined) seen.remember(out.value, token);
