@@ -4,11 +4,11 @@
  * Where it connects, and with which of taskloop's options, is location.ts's.
  */
 import type pg from 'pg';
-import { EngineError } from '../errors.js';
 import type { PgLocation } from './location.js';
 import { poolSizeFor } from './pool-size.js';
 import { type Opening, literal, namedStatements } from './statements.js';
-import { RETRIED, isConnectionError, lostSession, pgFault } from './faults.js';
+import { isConnectionError, lostSession, pgFault } from './faults.js';
+import { MAX_TRIES, type TxSession, conflictAgain, oneTrip, stalePlan, tx } from './transaction.js';
 
 export { type PgLocation, parsePgUrl, redact } from './location.js';
 export { poolSizeFor } from './pool-size.js';
@@ -68,55 +68,6 @@ export interface PgConnection {
   readonly channel: string;
   close(): Promise<void>;
 }
-
-/**
- * A statement a transaction's body leaves for later because nothing it does next needs its
- * rows: it runs in the COMMIT's round trip, or just before the body's next statement. Its
- * rows reach `done` (after the commit, or before that next statement).
- */
-export interface Held {
-  text: string;
-  params: unknown[];
-  done(rows: Array<Record<string, unknown>>): void;
-}
-
-const holders = new WeakMap<Query, (held: Held) => Promise<void>>();
-
-/**
- * Leaves `held` to `q`'s transaction (see Held); a statement held before runs first. A `q`
- * outside `tx` runs it now. Its errors then surface at the next statement or the commit,
- * which roll the transaction back whole as they would have here.
- */
-export async function hold(q: Query, held: Held): Promise<void> {
-  const holder = holders.get(q);
-  if (holder !== undefined) return holder(held);
-  held.done(await q(held.text, held.params));
-}
-
-/** A bind value pg sends as it is (no toPostgres, no Date, no object to serialize): it cannot fail in the client. */
-const plainParam = (v: unknown): boolean =>
-  v === null || v === undefined || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean' || typeof v === 'bigint' || (Array.isArray(v) && v.every(plainParam));
-
-/**
- * A statement this connection prepared before the table changed (a newer taskloop added a
- * column while this one runs): PostgreSQL refuses to reuse its plan. The connection goes,
- * and with it every statement it prepared; the work runs again on another.
- */
-const stalePlan = (err: unknown): boolean =>
-  (err as { code?: unknown } | null)?.code === '0A000' && /cached plan must not change result type/.test(String((err as Error).message));
-const MAX_TRIES = 20;
-
-/** What `send` asks of `client`, written to the socket at once (the pool's clients pipeline: none waits for the one before). */
-function corked<T>(client: pg.PoolClient, send: () => T): T {
-  const stream = (client as unknown as { connection?: { stream?: { cork?: () => void; uncork?: () => void } } }).connection?.stream;
-  stream?.cork?.();
-  try {
-    return send();
-  } finally {
-    stream?.uncork?.();
-  }
-}
-
 
 export function connectPg(location: PgLocation, opts: { now?: () => number; poolSize?: number } = {}): PgConnection {
   const config: pg.PoolConfig = {
@@ -196,20 +147,6 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     }
   };
 
-  /**
-   * After a serialization failure or a deadlock (rolled back, nothing written): true once a
-   * short, growing, jittered wait is over, to run the work again; STORE_BUSY after MAX_TRIES.
-   * False for any other error.
-   */
-  const conflictAgain = async (err: unknown, attempt: number, what: string): Promise<boolean> => {
-    const code = (err as { code?: unknown } | null)?.code;
-    if (typeof code !== 'string' || !RETRIED.has(code)) return false;
-    if (attempt >= MAX_TRIES) {
-      throw new EngineError('STORE_BUSY', `${what} on ${location.display}: still conflicting after ${MAX_TRIES} tries (${code}); nothing was written`, { location: location.display, sqlstate: code });
-    }
-    await new Promise((r) => setTimeout(r, Math.random() * Math.min(50, 2 ** attempt)));
-    return true;
-  };
 
   const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[], what = 'query'): Promise<R[]> => {
     for (let attempt = 1; ; attempt++) {
@@ -224,112 +161,13 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
         if (stalePlan(err) && attempt < MAX_TRIES) continue;
         // A statement outside a transaction of ours (a create, a claim) that lost a conflict
         // wrote nothing: it runs again, as a transaction would (tx).
-        if (await conflictAgain(err, attempt, what)) continue;
+        if (await conflictAgain(err, attempt, what, location.display)) continue;
         throw fail(err, what);
       }
     }
   };
 
-  async function tx<T>(
-    what: string,
-    body: (q: Query, now: number, opened: Array<Record<string, unknown>>) => Promise<T>,
-    notify?: (value: T, q: Query) => readonly string[],
-    opening?: Opening,
-  ): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      const client = await checkout(what);
-      let broken: unknown;
-      let fresh = true; // may go back to the pool as it is
-      try {
-        let results: pg.QueryResult[];
-        try {
-          results = (await client.query(openingOf(client, opening))) as unknown as pg.QueryResult[];
-        } catch (err) {
-          // Whether its PREPAREs ran is not known: the connection is not given back for reuse.
-          fresh = false;
-          throw err;
-        }
-        const opened = opening === undefined ? [] : results[results.length - 1]!.rows;
-        const clockAt = opening === undefined ? 1 : opening.givesNow === true ? 1 : 2;
-        const now = fixed?.() ?? (results[results.length - clockAt]!.rows[0] as { now: number }).now;
-        let held: Held | undefined;
-        const run: Query = async (text, params) => (await client.query(statement(text, params))).rows;
-        const release = async (): Promise<void> => {
-          if (held === undefined) return;
-          const h = held;
-          held = undefined;
-          h.done(await run(h.text, h.params));
-        };
-        const q: Query = async (text, params) => {
-          await release();
-          return run(text, params);
-        };
-        holders.set(q, async (h) => {
-          await release();
-          held = h;
-        });
-        const value = await body(q, now, opened);
-        const commit = [...(notify?.(value, q) ?? []).map((suffix) => `NOTIFY ${channel}${suffix}`), 'COMMIT'].join('; ');
-        if (held !== undefined && !(held as Held).params.every(plainParam)) await release();
-        const h = held as Held | undefined;
-        if (h === undefined) {
-          await client.query(commit);
-          return value;
-        }
-        // The held statement and the COMMIT back to back, in one round trip (the pool's
-        // clients pipeline; this is the one place that sends before an answer came). Its
-        // values stay bound parameters. If it fails in the server, the transaction is
-        // aborted: the COMMIT (or the NOTIFY before it) ends it without writing, and the
-        // ROLLBACK below is a no-op. A failure in the client before the statement is sent
-        // would let the COMMIT commit the rest, so only plain values are sent this way (a
-        // value pg could fail to serialize is written before the COMMIT, as any statement).
-        held = undefined;
-        // Corked, the two go out in one write to the socket, not two.
-        const sent = corked(client, () => [client.query(statement(h.text, h.params)), client.query(commit)] as const);
-        const [write, end] = await Promise.allSettled(sent);
-        if (write.status === 'rejected') throw write.reason;
-        if (end.status === 'rejected') throw end.reason;
-        h.done(write.value.rows);
-        return value;
-      } catch (err) {
-        broken = err;
-        await client.query('ROLLBACK').catch(() => undefined);
-        if (stalePlan(err) && attempt < MAX_TRIES) {
-          fresh = false;
-          continue;
-        }
-        if (await conflictAgain(err, attempt, what)) continue;
-        throw fail(err, what);
-      } finally {
-        // A connection that failed mid-transaction is not given back for reuse.
-        client.release(!fresh || (broken !== undefined && (isConnectionError(broken) || lostSession(broken))) ? (broken as Error) : undefined);
-      }
-    }
-  }
-
-  async function oneTrip(what: string, statements: ReadonlyArray<{ text: string; params: unknown[] }>): Promise<Array<Array<Record<string, unknown>>>> {
-    if (!statements.every((st) => st.params.every(plainParam))) throw new TypeError(`${what}: a value that is not plain cannot go in one round trip`);
-    for (let attempt = 1; ; attempt++) {
-      const client = await checkout(what);
-      let broken: unknown;
-      try {
-        const sent = corked(client, () => [client.query('BEGIN'), ...statements.map((st) => client.query(statement(st.text, st.params))), client.query('COMMIT')]);
-        const settled = await Promise.allSettled(sent);
-        // The first failure is the cause; the statements after it only met the aborted transaction.
-        const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-        if (failed !== undefined) throw failed.reason;
-        return settled.slice(1, -1).map((r) => (r as PromiseFulfilledResult<pg.QueryResult>).value.rows);
-      } catch (err) {
-        broken = err;
-        await client.query('ROLLBACK').catch(() => undefined);
-        if (stalePlan(err) && attempt < MAX_TRIES) continue;
-        if (await conflictAgain(err, attempt, what)) continue;
-        throw fail(err, what);
-      } finally {
-        client.release(broken !== undefined && (stalePlan(broken) || isConnectionError(broken) || lostSession(broken)) ? (broken as Error) : undefined);
-      }
-    }
-  }
+  const session: TxSession = { checkout, statement, openingOf, fail, display: location.display, fixed, channel };
 
   const multi = async (text: string): Promise<Array<Array<Record<string, unknown>>>> => {
     try {
@@ -344,8 +182,8 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     location,
     query,
     multi,
-    tx,
-    oneTrip,
+    tx: (what, body, notify, opening) => tx(session, what, body, notify, opening),
+    oneTrip: (what, statements) => oneTrip(session, what, statements),
     now: async () => fixed?.() ?? (await query<{ now: number }>(`SELECT ${NOW_MS} AS now`))[0]!.now,
     dedicated: async () => {
       const driver = await loadDriver();

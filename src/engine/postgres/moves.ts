@@ -9,7 +9,8 @@ import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
 import { type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
-import { type Opening, type Query, hold } from './connection.js';
+import type { Opening, Query } from './connection.js';
+import { hold } from './transaction.js';
 import { NOTIFY_CONTROLS } from './watch.js';
 
 const SYSTEM = systemActor('system');
