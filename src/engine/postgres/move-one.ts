@@ -3,10 +3,12 @@
  *
  * A move is otherwise two round trips (tasks.ts transition): BEGIN with the row locked and
  * read, then the checked write with the COMMIT. But a claimer that moves its task knows what
- * the row held when it claimed it (or last moved it): the moves are checked against that
+ * the row held when it claimed it (or last moved it): its store remembers the row a claim of
+ * the next task left (claim.ts claimOne; a claim by id is not remembered, and its moves take
+ * the full path), and each move's row after it. The moves are checked against that
  * row by the same rules (stageMove, checkFence), and written by one statement that writes
  * only if the row still holds exactly the columns the check read. That statement goes with
- * BEGIN, the row's lock and the COMMIT in one write to the socket (connection.ts oneTrip).
+ * BEGIN, the row's lock and the COMMIT in one write to the socket (transaction.ts oneTrip).
  *
  * If the row changed meanwhile (another process moved it, the sweep took it back, an
  * operator cancelled it), or the rules refuse the move on the row as remembered, nothing is
