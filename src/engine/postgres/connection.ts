@@ -147,7 +147,6 @@ export function connectPg(location: PgLocation, opts: { now?: () => number; pool
     }
   };
 
-
   const query = async <R extends pg.QueryResultRow = Record<string, unknown>>(text: string, params?: unknown[], what = 'query'): Promise<R[]> => {
     for (let attempt = 1; ; attempt++) {
       let client: pg.PoolClient | undefined;

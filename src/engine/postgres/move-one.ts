@@ -26,6 +26,7 @@ import { type TaskRow, checkFence, stageMove, toTask } from '../task-rows.js';
 import type { ActorRole, Task, TaskEvent, TaskState, TransitionInput } from '../types.js';
 import { workWakeOf } from '../claims.js';
 import { NOW_MS, type PgConnection } from './connection.js';
+import { WAKE, countDownDependents } from './moves.js';
 import { workChannels } from './watch.js';
 
 /** The columns of a claimed row a move's check reads (and the statement compares). */
@@ -88,11 +89,10 @@ const MOVE = `WITH c AS (SELECT coalesce($1::bigint, ${NOW_MS}) AS now, pg_catal
     FROM u CROSS JOIN ROWS FROM (pg_catalog.unnest($17::text[]), pg_catalog.unnest($18::text[]), pg_catalog.unnest($19::text[]), pg_catalog.unnest($20::text[]))
       WITH ORDINALITY x(type, actor, role, data, n)
     ORDER BY x.n RETURNING id),
-  d AS (UPDATE tasks SET unmet_deps = unmet_deps - 1
-    WHERE $21::boolean AND EXISTS (SELECT 1 FROM u) AND id IN (SELECT task_id FROM task_deps WHERE depends_on = $2) RETURNING 1)
+  d AS (${countDownDependents('$2')} AND $21::boolean AND EXISTS (SELECT 1 FROM u) RETURNING 1)
   SELECT u.*, (SELECT pg_catalog.array_agg(id ORDER BY id) FROM e) AS event_ids,
     (SELECT pg_catalog.count(pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), ch), '')) FROM pg_catalog.unnest($22::text[]) ch) AS woke,
-    (SELECT pg_catalog.count(pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema()), '')) FROM (SELECT 1 FROM d LIMIT 1) x) AS woke_deps
+    ${WAKE('d')} AS woke_deps
   FROM u`;
 
 /**

@@ -100,7 +100,7 @@ export interface Write {
 // Run by a statement whose write `w` wrote a row: the commit then wakes the claimers. Every
 // name is pg_catalog's, though `public` is off the search path (connection.ts): a look-alike
 // (an operator `||` on text and name, say) must not run as taskloop's role whatever the path.
-const WAKE = (w: string): string =>
+export const WAKE = (w: string): string =>
   `(SELECT pg_catalog.count(pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema()), '')) FROM (SELECT 1 FROM ${w} LIMIT 1) x)`;
 
 /**
@@ -157,6 +157,10 @@ export async function appendEvent(q: Query, taskId: number | null, type: string,
   return event;
 }
 
+/** A completion's dependents, each with one unmet dependency fewer: the task id is `task` (a parameter). */
+export const countDownDependents = (task: string): string =>
+  `UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = ${task})`;
+
 /** Writes the row a move (or several staged moves, the last one's row) left, with their events. */
 export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], now: number, events: TaskEvent[]): Promise<TaskRow> {
   await appendEvents(q, staged);
@@ -171,7 +175,7 @@ export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], n
   ];
   // Other rows than the task's own: a task never depends on itself (creation refuses it).
   if (row.state === 'completed') {
-    writes.push({ sql: 'UPDATE tasks SET unmet_deps = unmet_deps - 1 WHERE id IN (SELECT task_id FROM task_deps WHERE depends_on = $1)', params: [row.id], wakes: true });
+    writes.push({ sql: countDownDependents('$1'), params: [row.id], wakes: true });
   }
   await writeWithEvents(q, writes);
   if (row.state !== 'completed' && isTerminal(row.state)) {
