@@ -35,6 +35,7 @@ export const CONTRACT = [
   'test/engine/wake-queues.test.ts',
   'test/engine/run-stats.test.ts',
   'test/engine/store-input.test.ts',
+  'test/engine/run-writes.test.ts',
   'test/workers/loop.*.test.ts',
   'test/workers/gate.test.ts',
   'test/workers/plan.test.ts',

@@ -308,7 +308,19 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       });
       if (input.moves.length > 0) task = commit(task, now, events, staged);
       if (clearControl.run(f.taskId).changes > 0) markWake(db, 'controls');
-      return { run: toRun(run), task: toTask(task) };
+      // Built on first read: the loop does not read them, and building them parses back every
+      // JSON column just written (the card, the budget, the usage, the envelope).
+      const ended = task;
+      let runOut: Run | undefined;
+      let taskOut: Task | undefined;
+      return {
+        get run() {
+          return (runOut ??= toRun(run));
+        },
+        get task() {
+          return (taskOut ??= toTask(ended));
+        },
+      };
     },
     recordRestart(f, runId, reason, now, events) {
       fenceLight(f);
