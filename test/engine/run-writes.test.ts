@@ -6,7 +6,8 @@
  * round trip) would show here.
  */
 import { describe, expect, it } from 'vitest';
-import { type Budget, type Envelope, type Step, type Usage, ZERO_USAGE } from '../../src/engine/index.js';
+import type { Budget, Envelope, Step, Usage } from '../../src/engine/index.js';
+import { ZERO_USAGE } from '../../src/engine/run-rows.js';
 import { portsOf } from '../stores.js';
 import { freshManager, operator } from '../helpers.js';
 
