@@ -6,14 +6,15 @@
  *    from the daemon's start line to all completed, and the daemon's peak RSS (VmHWM).
  * 2. Drain of one-tool tasks (echo, then done): the library drain (claimTask + transitionTask
  *    in this process, no loop), one daemon (BENCH_DRAIN_WORKERS threads, default 2; default
- *    concurrency), two daemon processes; ratios in the same run. Each drains two waves of
- *    BENCH_DRAIN (4000) tasks, created together: the cold wave first (priority 1: the first
- *    tasks a fresh daemon runs, while V8 still compiles its hot paths), then the warm wave
- *    (priority 0). Rate of a wave = its tasks / (its last task.completed − its first
- *    task.claimed), from the events. Why both: in the cold wave of a 2-thread daemon about
- *    45% of the CPU is V8's optimizing compiler (measured: with --no-concurrent-recompilation
- *    the worker threads' CPU per task rose from ~205 to ~335 µs while V8's background
- *    threads' fell from ~85 to ~10 µs each), which a daemon pays once per thread at start.
+ *    concurrency), two daemon processes; ratios in the same run. Three waves, created
+ *    together and told apart by priority (claimed in this order): the cold wave, BENCH_DRAIN
+ *    (4000) tasks, the first a fresh process runs; a warm-up, BENCH_DRAIN_WARMUP (12000) more
+ *    per process; the warm wave, BENCH_DRAIN again. Rate of a wave = its tasks / (its last
+ *    task.completed − its first task.claimed), from the events. Why the warm wave: a fresh
+ *    daemon spends its first seconds compiling its hot paths with V8's optimizing compiler,
+ *    once per worker thread (measured: ~2.7 s of CPU per thread over its first ~6,000 tasks,
+ *    about 45% of a 2-thread daemon's CPU in the cold wave; under 0.1 s in the warm wave), so
+ *    the cold wave measures V8's warm-up and the warm wave what a running daemon drains.
  * Fresh files per scenario in a temp folder (removed at the end). BENCH_SCALE_ONLY (a comma list
  * of inflight, lib, d1, d2) runs only those parts and prints their raw figures as JSON.
  */
@@ -48,10 +49,12 @@ async function createMany(path, n, card, priority = 0) {
   await tm.close();
 }
 
-// The drains' two waves, told apart by priority: the cold one is claimed first.
-const WAVES = { cold: 1, warm: 0 };
-async function createWaves(path, card) {
+// The drains' waves, told apart by priority: cold, then the warm-up, then warm.
+const WARMUP = env('BENCH_DRAIN_WARMUP', 12000);
+const WAVES = { cold: 2, warmup: 1, warm: 0 };
+async function createWaves(path, card, processes) {
   await createMany(path, DRAIN, card, WAVES.cold);
+  await createMany(path, WARMUP * processes, card, WAVES.warmup);
   await createMany(path, DRAIN, card, WAVES.warm);
 }
 
@@ -88,7 +91,7 @@ async function inFlight() {
 
 async function libraryDrain() {
   const path = scratch.file('drain-lib');
-  await createWaves(path, {});
+  await createWaves(path, {}, 1);
   const tm = createTaskManager({ store: createSqliteStore({ path }) });
   const actor = { id: 'lib', role: 'agent' };
   for (;;) {
@@ -103,7 +106,7 @@ async function libraryDrain() {
 async function daemonDrain(daemons) {
   const path = scratch.file(`drain-d${daemons}`);
   const card = { goal: 'drain', planner: 'scripted', allowed_tools: ['echo'], budget: { max_steps: 5 }, acceptance: ACCEPT, script: [{ action: 'tool', tool: 'echo', args: { text: 'x' } }, { action: 'done' }] };
-  await createWaves(path, card);
+  await createWaves(path, card, daemons);
   const db = new Database(path, { readonly: true });
   const ds = [];
   try {
@@ -114,12 +117,14 @@ async function daemonDrain(daemons) {
     const cpu0 = cpu();
     await waitFor(() => (counts(db).completed ?? 0) >= DRAIN || undefined, 300_000, 'the cold wave', 5);
     const cpu1 = cpu();
-    await waitFor(() => (counts(db).completed ?? 0) >= 2 * DRAIN || undefined, 300_000, 'the warm wave', 20);
+    await waitFor(() => (counts(db).completed ?? 0) >= DRAIN + WARMUP * daemons || undefined, 300_000, 'the warm-up', 5);
     const cpu2 = cpu();
+    await waitFor(() => (counts(db).completed ?? 0) >= 2 * DRAIN + WARMUP * daemons || undefined, 300_000, 'the warm wave', 20);
+    const cpu3 = cpu();
     for (const d of ds) await d.terminate();
     return {
       cold: { ...rateFromEvents(path, DRAIN, WAVES.cold), cpuMsPerTask: ((cpu1 - cpu0) * 1000) / DRAIN },
-      warm: { ...rateFromEvents(path, DRAIN, WAVES.warm), cpuMsPerTask: ((cpu2 - cpu1) * 1000) / DRAIN },
+      warm: { ...rateFromEvents(path, DRAIN, WAVES.warm), cpuMsPerTask: ((cpu3 - cpu2) * 1000) / DRAIN },
       trouble: ds.flatMap((d) => troubleLines(d.lines)),
     };
   } finally {
@@ -153,7 +158,7 @@ out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, 
 out.push('');
 const row = (name, wave, x) => [name, wave, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.cpuMsPerTask === undefined ? '' : fmtNum(x.cpuMsPerTask, 3), x.byAssignee.join(' / ')];
 const rows = (name, x) => [row(name, 'cold', x.cold), row('', 'warm', x.warm)];
-out.push(table(['2 drain, two waves of ' + fmtInt(DRAIN), 'wave', 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], [
+out.push(table([`2 drain, waves of ${fmtInt(DRAIN)} (warm after ${fmtInt(WARMUP)} more per process)`, 'wave', 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], [
   ...rows('library (claim + transition)', r.lib),
   ...rows(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1),
   ...rows(`two daemons, ${THREADS} thread(s) each`, r.d2),
