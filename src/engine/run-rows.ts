@@ -32,6 +32,26 @@ export interface StepRow {
   finished_at: number | null;
 }
 
+/** The columns of RunRow in order, for statements in raw mode (`runRowOf`). */
+export const RUN_COLUMNS = 'id, task_id, phase, stop_reason, budget, usage, checkpoint_version, restarts, started_at, finished_at, envelope';
+
+/** A RunRow from a raw row of RUN_COLUMNS. */
+export function runRowOf(a: unknown[]): RunRow {
+  return {
+    id: a[0] as number,
+    task_id: a[1] as number,
+    phase: a[2] as Run['phase'],
+    stop_reason: a[3] as string | null,
+    budget: a[4] as string,
+    usage: a[5] as string,
+    checkpoint_version: a[6] as number,
+    restarts: a[7] as number,
+    started_at: a[8] as number,
+    finished_at: a[9] as number | null,
+    envelope: a[10] as string | null,
+  };
+}
+
 const json = (text: string | null): unknown => (text === null ? null : JSON.parse(text));
 
 export function toRun(row: RunRow): Run {

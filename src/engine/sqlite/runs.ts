@@ -3,13 +3,13 @@ import { EngineError } from '../errors.js';
 import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type ScreenInfo, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
 import { asAgent, systemActor } from '../actors.js';
 import { isFenced } from '../states.js';
-import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-rows.js';
+import { RUN_COLUMNS, type RunRow, type StepRow, ZERO_USAGE, runRowOf, toRun, toStep } from '../run-rows.js';
 import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { markWake } from './wake-files.js';
 import { type ApplyMove, moveParts, noMovesStaged } from './moves.js';
-import { type TaskRow, toTask } from './rows.js';
+import { type TaskRow, prepareGetRow, toTask } from './rows.js';
 import type { EventWriter } from './rows.js';
 
 export interface RunWrites {
@@ -34,9 +34,18 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   const parts = moveParts(apply);
   const stage = parts?.stage ?? apply;
   const commit = parts?.commit ?? ((row: TaskRow) => row);
-  const taskRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
+  // Rows the hot writes read come in raw mode (rows.ts rowOf, runRowOf below): better-sqlite3
+  // building an object key by key costs more than the statement.
+  const getTaskRow = prepareGetRow(db);
+  const taskRow = { get: getTaskRow };
   const activeRun = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? AND finished_at IS NULL');
-  const runById = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE id = ?');
+  const runByIdRaw = db.prepare<[number], unknown[]>(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).raw(true);
+  const runById = {
+    get(id: number): RunRow | undefined {
+      const a = runByIdRaw.get(id);
+      return a === undefined ? undefined : runRowOf(a);
+    },
+  };
   const runsOfTask = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? ORDER BY id');
   // The hot inserts and the run's ending build their row in JS instead of reading it back:
   // RETURNING costs SQLite an ephemeral table and a second copy of the row (2.5 µs → 6–15 µs
