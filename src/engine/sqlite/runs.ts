@@ -36,15 +36,12 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   const commit = parts?.commit ?? ((row: TaskRow) => row);
   // Rows the hot writes read come in raw mode (rows.ts rowOf, runRowOf below): better-sqlite3
   // building an object key by key costs more than the statement.
-  const getTaskRow = prepareGetRow(db);
-  const taskRow = { get: getTaskRow };
+  const taskRow = prepareGetRow(db);
   const activeRun = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? AND finished_at IS NULL');
   const runByIdRaw = db.prepare<[number], unknown[]>(`SELECT ${RUN_COLUMNS} FROM runs WHERE id = ?`).raw(true);
-  const runById = {
-    get(id: number): RunRow | undefined {
-      const a = runByIdRaw.get(id);
-      return a === undefined ? undefined : runRowOf(a);
-    },
+  const runById = (id: number): RunRow | undefined => {
+    const a = runByIdRaw.get(id);
+    return a === undefined ? undefined : runRowOf(a);
   };
   const runsOfTask = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? ORDER BY id');
   // The hot inserts and the run's ending build their row in JS instead of reading it back:
@@ -98,7 +95,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   function fence(f: Fence): TaskRow {
-    const row = taskRow.get(f.taskId);
+    const row = taskRow(f.taskId);
     if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${f.taskId} does not exist`, { task_id: f.taskId });
     if (row.claim_token !== f.claimToken || !isFenced(row.state)) {
       throw new EngineError('STALE_CLAIM', `task ${f.taskId}: the claim of ${f.agent} is no longer current (task is ${row.state})`, {
@@ -109,7 +106,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   function runOf(f: Fence, runId: number): RunRow {
-    const run = runById.get(runId);
+    const run = runById(runId);
     if (run === undefined || run.task_id !== f.taskId || run.finished_at !== null) {
       throw new EngineError('INVALID_TRANSITION', `run ${runId} is not an open run of task ${f.taskId}`, { run_id: runId });
     }
@@ -357,7 +354,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       return { run: toRun(run), task: toTask(moved) };
     },
     resumeRun(input, now, events) {
-      const task = taskRow.get(input.taskId);
+      const task = taskRow(input.taskId);
       if (task === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${input.taskId} does not exist`, { task_id: input.taskId });
       const run = activeRun.get(input.taskId);
       if (task.state !== 'waiting' || run === undefined || run.phase !== 'waiting_input') {
@@ -386,7 +383,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       return toTask(moved);
     },
     getRun(runId) {
-      const row = runById.get(runId);
+      const row = runById(runId);
       if (row === undefined) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`, { run_id: runId });
       const screen = screenInfo.get(runId);
       return { ...toRun(row), steps: stepsOf.all(runId).map(toStep), screen: screen === undefined ? null : { seq: screen.seq, takenAt: screen.taken_at, bytes: screen.bytes } };
