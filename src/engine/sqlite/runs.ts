@@ -156,9 +156,12 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     return toStep(row);
   }
 
-  /** Records a step that completed before it was written (a decision, a refused call): one row, one event. */
-  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], usage = true, checked = false, seq = nextSeq.get(input.runId)!.seq): Step {
-    if (!checked) runOf(f, input.runId);
+  /**
+   * Records a step that completed before it was written (a decision, a refused call): one row,
+   * one event. Only through `written`, which has checked the run open, counted its seq and
+   * writes the run's usage once for all its writes.
+   */
+  function recorded(f: Fence, input: RecordStepInput, now: number, events: TaskEvent[], seq: number): Step {
     const row: StepRow = {
       id: 0,
       run_id: input.runId,
@@ -179,7 +182,6 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       insertDone.run(row.run_id, seq, row.kind, row.status, row.tool, row.args, row.result, row.error, row.duration_ms, row.tokens, row.idempotency_key, row.started_at, now)
         .lastInsertRowid,
     );
-    if (usage) updateUsage.run(JSON.stringify(input.usage), row.seq, row.run_id);
     if (input.screen !== undefined) saveScreen.run(row.run_id, row.seq, input.screen, now);
     events.push(stepFinished(f, row, input.status, now, input.error, input.eventData));
     return toStep(row);
@@ -223,7 +225,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
         return begun(f, w.begin, now, events, seqOf(w.begin.runId));
       }
       open(w.record.runId);
-      return recorded(f, w.record, now, events, false, true, seqOf(w.record.runId));
+      return recorded(f, w.record, now, events, seqOf(w.record.runId));
     });
     const usage = usageAfter(writes);
     if (usage !== undefined && steps.length > 0) {
