@@ -207,7 +207,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       const held = new Map<string, number>();
       let lastNote!: () => void;
       const served = new Promise<void>((resolve) => (lastNote = resolve));
-      port1.on('message', (n: ThreadNote) => {
+      const heard = (n: ThreadNote): void => {
         if (n.type === 'ready') report.ok();
         else if (n.type === 'held') {
           holder.hold(n.slot);
@@ -218,7 +218,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
         } else if (n.type === 'log') quiet(n.line);
         else if (n.type === 'fault') fatal(EngineError.from(n.error));
         else lastNote();
-      });
+      };
+      port1.on('message', (notes: ThreadNote[]) => notes.forEach(heard));
       try {
         await pool.serve({ type: 'serve', thread, generation, port: port2 });
         // The reply travels on piscina's port: the thread's last notes may still be on theirs.

@@ -38,7 +38,7 @@ export interface ServeRequest {
   /** The thread's number and this request's generation, part of its slot ids (`<daemon id>/<thread>.<generation>.<n>`): a restarted thread never reuses a slot id. */
   thread: number;
   generation: number;
-  /** Where the thread tells the main thread what it holds (ThreadNote). */
+  /** Where the thread tells the main thread what it holds (ThreadNote[], a batch a message). */
   port: MessagePort;
 }
 
@@ -54,7 +54,7 @@ export type RunEnding =
   /** The run threw something that is not an engine error (a bug, a tool that broke the thread's state). */
   | { type: 'failed'; taskId: number; error: SerializedError | { message: string } };
 
-/** From a thread to the main thread, over its serve request's port. */
+/** From a thread to the main thread, over its serve request's port, in batches (ThreadNote[]). */
 export type ThreadNote =
   /** Set up (tools, plugins, store): claiming starts. */
   | { type: 'ready' }

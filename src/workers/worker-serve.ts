@@ -58,7 +58,40 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
   const { config, port, runs, runner, generation } = ctx;
   const { agent, capabilities, queue, leaseMs } = config.claim;
   const seats = config.seats;
-  const note = (n: ThreadNote) => port.postMessage(n);
+  // Notes go to the main thread in batches: one message a note woke the main thread twice a
+  // run, and each wake-up could preempt a thread of the daemon while it held the write lock
+  // (BENCHMARKS.md, session 20). A port keeps the order of the notes, batched or not.
+  // - `held`: at the next microtask checkpoint, with the rest of its claim burst; the run
+  //   starts after that (see start), so the main thread hears of a run before the run can
+  //   block its thread in a tool: otherwise no heartbeat renews its lease and a stop cannot
+  //   let go of it.
+  // - `ended`: once in a turn of this thread's event loop (a late one renews a lease its run
+  //   no longer holds, which the claim's fence makes a no-op).
+  // - the rest at once.
+  let queued: ThreadNote[] = [];
+  let soon = false;
+  let later = false;
+  const flushNotes = (): void => {
+    soon = false;
+    const batch = queued;
+    queued = [];
+    if (batch.length > 0) port.postMessage(batch);
+  };
+  const note = (n: ThreadNote): void => {
+    queued.push(n);
+    if (n.type === 'held') {
+      if (!soon) queueMicrotask(flushNotes);
+      soon = true;
+    } else if (n.type === 'ended') {
+      if (!later) {
+        setImmediate(() => {
+          later = false;
+          flushNotes();
+        });
+      }
+      later = true;
+    } else flushNotes();
+  };
   const wantsExclusive = capabilities.some((c) => EXCLUSIVE_CAPABILITIES.has(c));
   const shared = capabilities.filter((c) => !EXCLUSIVE_CAPABILITIES.has(c));
   let inFlight = 0;
@@ -136,7 +169,8 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     start: (c) => {
       inFlight++;
       note({ type: 'held', slot: c.slot, taskId: c.claimed.task.id });
-      const done = runOne(c);
+      // After the burst's held notes have gone (a microtask queued before this one).
+      const done = Promise.resolve(c).then(runOne);
       running.add(done);
       void done.finally(() => running.delete(done));
     },
