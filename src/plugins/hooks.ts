@@ -68,9 +68,18 @@ export interface VerifyInput {
 export type Verdict = number | { score: number; reason?: string };
 export type Verifier = (input: VerifyInput) => Verdict | Promise<Verdict>;
 
+/** A tool hook's filter (`tool_before`, `tool_after`). */
+export interface ToolHookOptions {
+  /**
+   * The kinds of tool whose calls the handler sees; calls of other kinds skip it at no cost
+   * (no payload, no copy of the arguments, no time box). @defaultValue every kind
+   */
+  kinds?: ReadonlyArray<ToolCallContext['kind']>;
+}
+
 export interface PluginApi {
-  /** Registers a handler; throws once registration is closed. */
-  on<H extends HookName>(hook: H, handler: HookHandler<H>): void;
+  /** Registers a handler; throws once registration is closed. `options` filter a tool hook's calls. */
+  on<H extends HookName>(hook: H, handler: HookHandler<H>, options?: H extends 'tool_before' | 'tool_after' ? ToolHookOptions : never): void;
   /** Registers a verifier of planner answers (the restart policy acts on its scores). */
   verifier(fn: Verifier): void;
 }
@@ -84,7 +93,12 @@ export interface Plugin {
 interface Registered {
   plugin: string;
   handler: (payload: never) => unknown;
+  /** The tool kinds a tool hook sees (undefined: all). */
+  kinds?: ReadonlySet<string>;
 }
+
+const TOOL_KINDS = ['read', 'write'] as const;
+const sees = (r: Registered, kind: string | undefined): boolean => kind === undefined || r.kinds === undefined || r.kinds.has(kind);
 
 export type GateHookVerdict = { ok: true; args: Record<string, unknown> } | { ok: false; reason: string };
 
@@ -94,8 +108,11 @@ export interface HookRegistry {
   /** Closes registration: the runtime is starting. */
   close(): void;
   readonly plugins: string[];
-  /** Whether any plugin registered `hook` (the loop builds no payload for a hook nobody listens to). */
-  has(hook: HookName): boolean;
+  /**
+   * Whether any plugin registered `hook` (the loop builds no payload for a hook nobody
+   * listens to); for a tool hook with `kind`, whether any handler sees calls of that kind.
+   */
+  has(hook: HookName, kind?: ToolCallContext['kind']): boolean;
   /**
    * Runs `tool_before` hooks in order, each within `timeoutMs`; fails closed. `ctx.signal`
    * is the run's. A hook that was cut (timed out, aborted) has no effect on the chain: its
@@ -168,6 +185,18 @@ function failure(outcome: Exclude<Boxed<unknown>, { ok: true }>): string {
   return outcome.aborted ? 'aborted' : describeFailure(outcome.error);
 }
 
+/** A tool hook's `kinds`, checked at registration (a typo must not silently skip every call). */
+function kindsOf(plugin: string, hook: HookName, options: ToolHookOptions | undefined): ReadonlySet<string> | undefined {
+  if (options === undefined || options === null) return undefined;
+  if (hook !== 'tool_before' && hook !== 'tool_after') throw new Error(`plugin ${plugin}: ${hook} takes no options (only tool_before and tool_after filter by kinds)`);
+  const { kinds } = options;
+  if (kinds === undefined) return undefined;
+  if (!Array.isArray(kinds) || kinds.length === 0 || !kinds.every((k) => (TOOL_KINDS as readonly unknown[]).includes(k))) {
+    throw new Error(`plugin ${plugin}: ${hook} kinds must be a non-empty list of ${TOOL_KINDS.join(', ')}, not ${JSON.stringify(kinds)}`);
+  }
+  return new Set(kinds);
+}
+
 export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry {
   const handlers = new Map<HookName, Registered[]>(HOOK_NAMES.map((h) => [h, []]));
   const plugins: string[] = [];
@@ -190,11 +219,11 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
       if (plugins.includes(plugin.name)) throw new Error(`plugin ${plugin.name} is loaded twice`);
       let count = 0;
       const api: PluginApi = {
-        on(hook, handler) {
+        on(hook, handler, options) {
           if (closed) throw new Error(`plugin ${plugin.name}: cannot register ${hook} after start-up`);
           if (!HOOK_NAMES.includes(hook)) throw new Error(`plugin ${plugin.name}: unknown hook '${String(hook)}' (hooks: ${HOOK_NAMES.join(', ')})`);
           if (typeof handler !== 'function') throw new Error(`plugin ${plugin.name}: the ${hook} handler is not a function`);
-          handlers.get(hook)!.push({ plugin: plugin.name, handler: handler as (payload: never) => unknown });
+          handlers.get(hook)!.push({ plugin: plugin.name, handler: handler as (payload: never) => unknown, kinds: kindsOf(plugin.name, hook, options) });
           count++;
         },
         verifier(fn) {
@@ -211,11 +240,13 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
     close() {
       closed = true;
     },
-    has: (hook) => handlers.get(hook)!.length > 0,
+    has: (hook, kind) => handlers.get(hook)!.some((r) => sees(r, kind)),
     async toolBefore(ctx, timeoutMs = gateTimeout) {
       checkTimeout('timeoutMs', timeoutMs);
       let args = ctx.args;
-      for (const { plugin, handler } of handlers.get('tool_before')!) {
+      for (const registered of handlers.get('tool_before')!) {
+        if (!sees(registered, ctx.kind)) continue;
+        const { plugin, handler } = registered;
         if (ctx.signal.aborted) return { ok: false, reason: `plugin ${plugin}: the call was aborted before its tool_before hook; denied` };
         const hook = handler as (p: ToolCallContext) => ToolBeforeResult | Promise<ToolBeforeResult>;
         const snapshot = copyArgs(args);
@@ -259,7 +290,10 @@ export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry
     },
     async emit(hook, payload) {
       const { signal: runSignal, ...rest } = payload;
-      for (const { plugin, handler } of handlers.get(hook)!) {
+      const kind = hook === 'tool_after' ? (rest as { kind?: ToolCallContext['kind'] }).kind : undefined;
+      for (const registered of handlers.get(hook)!) {
+        if (!sees(registered, kind)) continue;
+        const { plugin, handler } = registered;
         const observe = handler as (p: unknown) => unknown;
         const outcome = await timebox((signal) => observe({ ...rest, signal }), { ms: observerTimeout, parent: runSignal, cutOnAbort: false });
         if (!outcome.ok) {

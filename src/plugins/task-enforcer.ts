@@ -13,6 +13,7 @@ const TASK_TOOLS = ['task_create', 'task_list', 'task_claim', 'task_transition',
 export const taskEnforcer: Plugin = {
   name: 'task_enforcer',
   register(api, options) {
+    // Read tools always pass: the hook sees only write calls (a read call skips it at no cost).
     api.on('tool_before', async (call) => {
       if (call.kind === 'read') return;
       const fromEnv = (process.env.TASKLOOP_ENFORCER_EXEMPT ?? '').split(',').map((s) => s.trim()).filter(Boolean);
@@ -23,6 +24,6 @@ export const taskEnforcer: Plugin = {
       const active = await tm.findTasks({ assignee: call.agent, states: ['claimed', 'in_progress'], limit: 1 });
       if (active.length > 0) return;
       return { block: `agent ${call.agent} holds no active task: claim one with task_claim before calling ${call.tool}` };
-    });
+    }, { kinds: ['write'] });
   },
 };

@@ -108,8 +108,8 @@ const LINKS: Record<GateLink, Link> = {
     return next();
   },
   hooks(c, next) {
-    // No tool_before hook: nothing to wait for, and no promise either.
-    return c.hooks.has('tool_before') ? hooked(c, next) : next();
+    // No tool_before hook for this kind of tool: nothing to wait for, and no promise either.
+    return c.hooks.has('tool_before', c.tool.kind) ? hooked(c, next) : next();
   },
   approval(c, next) {
     if (c.approval !== undefined) {

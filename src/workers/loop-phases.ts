@@ -215,7 +215,7 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     return new Ended({ runId: r.run.id, taskId: fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null });
   }
   const out = await r.calls.exec(verdict.tool.name, verdict.args, key);
-  if (r.hooks.has('tool_after')) await r.hooks.emit('tool_after', {
+  if (r.hooks.has('tool_after', verdict.tool.kind)) await r.hooks.emit('tool_after', {
     tool: verdict.tool.name, kind: verdict.tool.kind, risk: verdict.tool.risk, args: verdict.args, taskId: fence.taskId, runId: r.run.id,
     agent: fence.agent, card: ctx.task.card, signal: r.signal, services: ctx.services,
     ok: out.ok, ...(out.ok ? { result: out.result } : { error: out.error }),

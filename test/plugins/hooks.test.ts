@@ -190,6 +190,36 @@ describe('hooks and plugins', () => {
     expect(await r.toolBefore(call())).toEqual({ ok: false, reason: 'blocked by plugin wall: no writes' });
   });
 
+  it('a tool hook registered for some kinds of tool sees only their calls; a bad kinds list is refused at registration', async () => {
+    const seen: string[] = [];
+    const r = createHookRegistry();
+    await r.use({
+      name: 'writes_only',
+      register: (api) => {
+        api.on('tool_before', (c) => (seen.push(`before ${c.tool}`), c.tool === 'deploy' ? { block: 'no deploys' } : undefined), { kinds: ['write'] });
+        api.on('tool_after', (c) => void seen.push(`after ${c.tool}`), { kinds: ['write'] });
+      },
+    });
+    expect(r.has('tool_before')).toBe(true);
+    expect(r.has('tool_before', 'read')).toBe(false);
+    expect(r.has('tool_before', 'write')).toBe(true);
+    expect(r.has('tool_after', 'read')).toBe(false);
+    // A read call passes the registry untouched (even if the caller asks it anyway).
+    expect(await r.toolBefore(call({ kind: 'read', tool: 'deploy' }))).toEqual({ ok: true, args: { line: 'x' } });
+    expect(await r.toolBefore(call({ tool: 'deploy' }))).toEqual({ ok: false, reason: 'blocked by plugin writes_only: no deploys' });
+    await r.emit('tool_after', { ...call({ kind: 'read', tool: 'get_ticket' }), ok: true });
+    await r.emit('tool_after', { ...call(), ok: true });
+    expect(seen).toEqual(['before deploy', 'after log_append']);
+    for (const [options, message] of [
+      [{ kinds: [] }, 'tool_before kinds must be a non-empty list of read, write, not []'],
+      [{ kinds: ['reed'] }, 'tool_before kinds must be a non-empty list of read, write, not ["reed"]'],
+      [{ kinds: 'write' }, 'tool_before kinds must be a non-empty list of read, write, not "write"'],
+    ] as const) {
+      await expect(createHookRegistry().use({ name: 'typo', register: (api) => api.on('tool_before', () => undefined, options as never) })).rejects.toThrow(`plugin typo: ${message}`);
+    }
+    await expect(createHookRegistry().use({ name: 'odd', register: (api) => api.on('run_end', () => undefined, { kinds: ['write'] } as never) })).rejects.toThrow('plugin odd: run_end takes no options');
+  });
+
   it('a plugin that registers no hook is refused at start-up; unknown hooks and late registration are errors', async () => {
     await expect(loadPlugins([{ module: join(ROOT, 'test/fixtures/silent-plugin.mjs') }])).rejects.toThrow('plugin silent registered no hooks');
     const r = createHookRegistry();
@@ -207,6 +237,8 @@ describe('hooks and plugins', () => {
     const services = { manager: tm };
     expect(await r.toolBefore(call({ services }))).toMatchObject({ ok: false, reason: expect.stringContaining('agent bot holds no active task') });
     expect(await r.toolBefore(call({ services, kind: 'read', tool: 'get_ticket' }))).toMatchObject({ ok: true });
+    // Registered for write tools only: a read call costs the gate nothing.
+    expect(r.has('tool_before', 'read')).toBe(false);
     expect(await r.toolBefore(call({ services, tool: 'task_claim' }))).toMatchObject({ ok: true });
     process.env.TASKLOOP_ENFORCER_EXEMPT = 'log_append';
     try {
