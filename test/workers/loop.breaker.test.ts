@@ -1,5 +1,7 @@
 import { describe, expect, it } from 'vitest';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { createSqliteRunStore, createSqliteStore } from '../../src/engine/index.js';
+import { CLEAN_FOR_MS } from '../../src/engine/sqlite/breakers.js';
 import { POLICY, card, harness, runCard } from './harness.js';
 import { fakeClock, tempDir } from '../helpers.js';
 import { onTestFinished } from 'vitest';
@@ -36,6 +38,22 @@ describe('the tool circuit breaker', () => {
     expect((await runStores[2]!.breakerAcquire('flaky_api', POLICY)).probe).toBe(true);
     expect(await runStores[2]!.breakerRecord('flaky_api', true, POLICY)).toBe('closed');
     expect((await runStores[3]!.breakerAcquire('flaky_api', POLICY))).toEqual({ allowed: true, state: 'closed', probe: false });
+  });
+
+  it('a breaker another connection opens stops the next call that starts CLEAN_FOR_MS later; one this connection opens, the very next', async () => {
+    const dir = tempDir();
+    const [a, b] = [createSqliteStore({ path: `${dir}/b.db` }), createSqliteStore({ path: `${dir}/b.db` })];
+    onTestFinished(() => Promise.all([a.close(), b.close()]).then(() => undefined));
+    const [ra, rb] = [createSqliteRunStore(a), createSqliteRunStore(b)];
+    // A read it found clean, kept for a moment.
+    expect(await ra.breakerAcquire('flaky_api', POLICY)).toEqual({ allowed: true, state: 'closed', probe: false });
+    for (let i = 0; i < 3; i++) await rb.breakerRecord('flaky_api', false, POLICY);
+    await sleep(CLEAN_FOR_MS + 5);
+    expect(await ra.breakerAcquire('flaky_api', POLICY)).toEqual({ allowed: false, state: 'open', probe: false });
+    // Its own failures: no wait at all.
+    expect((await ra.breakerAcquire('other_api', POLICY)).allowed).toBe(true);
+    for (let i = 0; i < 3; i++) await ra.breakerRecord('other_api', false, POLICY);
+    expect(await ra.breakerAcquire('other_api', POLICY)).toEqual({ allowed: false, state: 'open', probe: false });
   });
 
   it('a failed probe re-opens the breaker for another cooldown', async () => {
