@@ -9,7 +9,8 @@
  *    concurrency), two daemon processes; ratios in the same run. Three waves, created
  *    together and told apart by priority (claimed in this order): the cold wave, BENCH_DRAIN
  *    (4000) tasks, the first a fresh process runs; a warm-up, BENCH_DRAIN_WARMUP (12000) more
- *    per process; the warm wave, BENCH_DRAIN again. Rate of a wave = its tasks / (its last
+ *    per process; the warm wave, BENCH_DRAIN_WARM (12000: a wave of 4,000 lasts ~0.7 s in a
+ *    daemon, short enough for a neighbour's burst to move it by 10%). Rate of a wave = its tasks / (its last
  *    task.completed − its first task.claimed), from the events. Why the warm wave: a fresh
  *    daemon spends its first seconds compiling its hot paths with V8's optimizing compiler,
  *    once per worker thread (measured: ~2.7 s of CPU per thread over its first ~6,000 tasks,
@@ -51,11 +52,12 @@ async function createMany(path, n, card, priority = 0) {
 
 // The drains' waves, told apart by priority: cold, then the warm-up, then warm.
 const WARMUP = env('BENCH_DRAIN_WARMUP', 12000);
+const WARM = env('BENCH_DRAIN_WARM', 12000);
 const WAVES = { cold: 2, warmup: 1, warm: 0 };
 async function createWaves(path, card, processes) {
   await createMany(path, DRAIN, card, WAVES.cold);
   await createMany(path, WARMUP * processes, card, WAVES.warmup);
-  await createMany(path, DRAIN, card, WAVES.warm);
+  await createMany(path, WARM, card, WAVES.warm);
 }
 
 function rateFromEvents(path, n, priority) {
@@ -100,7 +102,7 @@ async function libraryDrain() {
     await tm.transitionTask({ taskId: c.id, to: 'review', actor, claimToken: c.claimToken, then: [{ to: 'completed', actor: { id: 'acceptance', role: 'system' } }] });
   }
   await tm.close();
-  return { cold: rateFromEvents(path, DRAIN, WAVES.cold), warm: rateFromEvents(path, DRAIN, WAVES.warm) };
+  return { cold: rateFromEvents(path, DRAIN, WAVES.cold), warm: rateFromEvents(path, WARM, WAVES.warm) };
 }
 
 async function daemonDrain(daemons) {
@@ -119,12 +121,12 @@ async function daemonDrain(daemons) {
     const cpu1 = cpu();
     await waitFor(() => (counts(db).completed ?? 0) >= DRAIN + WARMUP * daemons || undefined, 300_000, 'the warm-up', 5);
     const cpu2 = cpu();
-    await waitFor(() => (counts(db).completed ?? 0) >= 2 * DRAIN + WARMUP * daemons || undefined, 300_000, 'the warm wave', 20);
+    await waitFor(() => (counts(db).completed ?? 0) >= DRAIN + WARMUP * daemons + WARM || undefined, 300_000, 'the warm wave', 20);
     const cpu3 = cpu();
     for (const d of ds) await d.terminate();
     return {
       cold: { ...rateFromEvents(path, DRAIN, WAVES.cold), cpuMsPerTask: ((cpu1 - cpu0) * 1000) / DRAIN },
-      warm: { ...rateFromEvents(path, DRAIN, WAVES.warm), cpuMsPerTask: ((cpu3 - cpu2) * 1000) / DRAIN },
+      warm: { ...rateFromEvents(path, WARM, WAVES.warm), cpuMsPerTask: ((cpu3 - cpu2) * 1000) / WARM },
       trouble: ds.flatMap((d) => troubleLines(d.lines)),
     };
   } finally {
@@ -158,7 +160,7 @@ out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, 
 out.push('');
 const row = (name, wave, x) => [name, wave, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.cpuMsPerTask === undefined ? '' : fmtNum(x.cpuMsPerTask, 3), x.byAssignee.join(' / ')];
 const rows = (name, x) => [row(name, 'cold', x.cold), row('', 'warm', x.warm)];
-out.push(table([`2 drain, waves of ${fmtInt(DRAIN)} (warm after ${fmtInt(WARMUP)} more per process)`, 'wave', 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], [
+out.push(table([`2 drain: cold wave ${fmtInt(DRAIN)}, warm wave ${fmtInt(WARM)} after ${fmtInt(WARMUP)} more per process`, 'wave', 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], [
   ...rows('library (claim + transition)', r.lib),
   ...rows(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1),
   ...rows(`two daemons, ${THREADS} thread(s) each`, r.d2),
