@@ -15,6 +15,7 @@ export {
   type PluginApi,
   type ToolBeforeResult,
   type ToolCallContext,
+  type ToolHookOptions,
   type Verdict,
   type Verifier,
   type VerifyInput,
