@@ -16,8 +16,10 @@
  *    once per worker thread (measured: ~2.7 s of CPU per thread over its first ~6,000 tasks,
  *    about 45% of a 2-thread daemon's CPU in the cold wave; under 0.1 s in the warm wave), so
  *    the cold wave measures V8's warm-up and the warm wave what a running daemon drains.
+ * Also two daemons of one thread each (d2x1): as many threads as one daemon of two, so the process
+ * boundary's cost without more threads than cores on a two-core machine.
  * Fresh files per scenario in a temp folder (removed at the end). BENCH_SCALE_ONLY (a comma list
- * of inflight, lib, d1, d2) runs only those parts and prints their raw figures as JSON.
+ * of inflight, lib, d1, d2, d2x1) runs only those parts and prints their raw figures as JSON.
  */
 import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
@@ -105,14 +107,14 @@ async function libraryDrain() {
   return { cold: rateFromEvents(path, DRAIN, WAVES.cold), warm: rateFromEvents(path, WARM, WAVES.warm) };
 }
 
-async function daemonDrain(daemons) {
-  const path = scratch.file(`drain-d${daemons}`);
+async function daemonDrain(daemons, threads = THREADS) {
+  const path = scratch.file(`drain-d${daemons}x${threads}`);
   const card = { goal: 'drain', planner: 'scripted', allowed_tools: ['echo'], budget: { max_steps: 5 }, acceptance: ACCEPT, script: [{ action: 'tool', tool: 'echo', args: { text: 'x' } }, { action: 'done' }] };
   await createWaves(path, card, daemons);
   const db = new Database(path, { readonly: true });
   const ds = [];
   try {
-    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, THREADS));
+    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, threads));
     // The daemons' CPU per task of each wave, from their start lines (their start-up left
     // out) to the wave's last completion; the waves overlap by the runs in flight.
     const cpu = () => ds.reduce((sum, d) => sum + cpuSecondsOf(d.child.pid), 0);
@@ -137,9 +139,11 @@ async function daemonDrain(daemons) {
 
 const load0 = loadavg()[0];
 const r = {};
-// BENCH_SCALE_ONLY: a comma list of inflight, lib, d1, d2 (all by default); prints the parts' JSON.
+// BENCH_SCALE_ONLY: a comma list of inflight, lib, d1, d2, d2x1 (all by default); prints the parts' JSON.
 const ONLY = process.env.BENCH_SCALE_ONLY?.split(',');
-const parts = { inflight: inFlight, lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2) };
+// d2x1: two daemons of one thread each, as many threads as one daemon of two: what the process
+// boundary costs without more threads than this machine's two cores.
+const parts = { inflight: inFlight, lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2), d2x1: () => daemonDrain(2, 1) };
 try {
   for (const [name, run] of Object.entries(parts)) {
     if (ONLY !== undefined && !ONLY.includes(name)) continue;
@@ -164,12 +168,14 @@ out.push(table([`2 drain: cold wave ${fmtInt(DRAIN)}, warm wave ${fmtInt(WARM)} 
   ...rows('library (claim + transition)', r.lib),
   ...rows(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1),
   ...rows(`two daemons, ${THREADS} thread(s) each`, r.d2),
+  ...rows('two daemons, 1 thread each', r.d2x1),
 ]));
 out.push('');
 const ratio = (a, b, wave) => fmtNum(a[wave].perSec / b[wave].perSec, 2);
 out.push(table(['ratio', 'cold wave', 'warm wave', 'target'], [
   ['one daemon / library', ratio(r.d1, r.lib, 'cold'), ratio(r.d1, r.lib, 'warm'), '>= 0.3'],
   ['two daemons / one daemon', ratio(r.d2, r.d1, 'cold'), ratio(r.d2, r.d1, 'warm'), '>= 1.0'],
+  [`two daemons of 1 thread / one of ${THREADS}`, ratio(r.d2x1, r.d1, 'cold'), ratio(r.d2x1, r.d1, 'warm'), ''],
 ]));
-out.push(`trouble lines: ${[...r.d1.trouble, ...r.d2.trouble].length}`);
+out.push(`trouble lines: ${[...r.d1.trouble, ...r.d2.trouble, ...r.d2x1.trouble].length}`);
 console.log(out.join('\n'));
