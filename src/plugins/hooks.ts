@@ -98,7 +98,9 @@ interface Registered {
 }
 
 const TOOL_KINDS = ['read', 'write'] as const;
-const sees = (r: Registered, kind: string | undefined): boolean => kind === undefined || r.kinds === undefined || r.kinds.has(kind);
+/** Whether a handler sees a call of `kind`; a kind it cannot know (a tool built by hand) is seen: filters fail closed. */
+const sees = (r: Registered, kind: string | undefined): boolean =>
+  kind === undefined || r.kinds === undefined || r.kinds.has(kind) || !(TOOL_KINDS as readonly string[]).includes(kind);
 
 export type GateHookVerdict = { ok: true; args: Record<string, unknown> } | { ok: false; reason: string };
 
@@ -191,10 +193,12 @@ function kindsOf(plugin: string, hook: HookName, options: ToolHookOptions | unde
   if (hook !== 'tool_before' && hook !== 'tool_after') throw new Error(`plugin ${plugin}: ${hook} takes no options (only tool_before and tool_after filter by kinds)`);
   const { kinds } = options;
   if (kinds === undefined) return undefined;
-  if (!Array.isArray(kinds) || kinds.length === 0 || !kinds.every((k) => (TOOL_KINDS as readonly unknown[]).includes(k))) {
+  // Array.from fills a sparse array's holes with undefined, which then fails the check.
+  const listed: unknown[] = Array.isArray(kinds) ? Array.from(kinds) : [];
+  if (listed.length === 0 || !listed.every((k) => (TOOL_KINDS as readonly unknown[]).includes(k))) {
     throw new Error(`plugin ${plugin}: ${hook} kinds must be a non-empty list of ${TOOL_KINDS.join(', ')}, not ${JSON.stringify(kinds)}`);
   }
-  return new Set(kinds);
+  return new Set(listed as string[]);
 }
 
 export function createHookRegistry(opts: HookRegistryOptions = {}): HookRegistry {

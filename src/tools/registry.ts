@@ -156,6 +156,9 @@ export function createToolRegistry(initial: Tool[] = []): ToolRegistry {
     register(...more) {
       for (const tool of more) {
         if (tools.has(tool.name)) throw new Error(`tool ${tool.name} is registered twice`);
+        // defineTool checks it too, but a tool built by hand reaches here unchecked: a kind the
+        // gate does not know would escape the write budget and every hook filtered by kind.
+        if (tool.kind !== 'read' && tool.kind !== 'write') throw new Error(`tool ${tool.name}: kind must be read or write, not ${JSON.stringify(tool.kind)}`);
         tools.set(tool.name, tool);
       }
     },

@@ -65,9 +65,12 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
   //   starts after that (see start), so the main thread hears of a run before the run can
   //   block its thread in a tool: otherwise no heartbeat renews its lease and a stop cannot
   //   let go of it.
-  // - `ended`: once in a turn of this thread's event loop (a late one renews a lease its run
-  //   no longer holds, which the claim's fence makes a no-op).
-  // - the rest at once.
+  // - `ended` for a run that ran to its end: once in a turn of this thread's event loop (a late
+  //   one renews a lease its run no longer holds, which the claim's fence makes a no-op).
+  // - the rest at once, an `ended` for a failed or lost run among them: its lease is let go,
+  //   or a fault stops the daemon, without waiting on whatever the thread does next.
+  //   (A thread that dies loses at most its last turn's `ran` endings: the main thread lets go
+  //   of those slots, which touches no task they no longer hold.)
   let queued: ThreadNote[] = [];
   let soon = false;
   let later = false;
@@ -82,7 +85,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
     if (n.type === 'held') {
       if (!soon) queueMicrotask(flushNotes);
       soon = true;
-    } else if (n.type === 'ended') {
+    } else if (n.type === 'ended' && n.ending.type === 'ran') {
       if (!later) {
         setImmediate(() => {
           later = false;

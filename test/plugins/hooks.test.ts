@@ -210,10 +210,15 @@ describe('hooks and plugins', () => {
     await r.emit('tool_after', { ...call({ kind: 'read', tool: 'get_ticket' }), ok: true });
     await r.emit('tool_after', { ...call(), ok: true });
     expect(seen).toEqual(['before deploy', 'after log_append']);
+    // A kind no filter can name (a tool built by hand) is seen by every filtered hook: filters fail closed.
+    expect(r.has('tool_before', 'exec' as never)).toBe(true);
+    expect(await r.toolBefore(call({ kind: 'exec' as never, tool: 'deploy' }))).toEqual({ ok: false, reason: 'blocked by plugin writes_only: no deploys' });
     for (const [options, message] of [
       [{ kinds: [] }, 'tool_before kinds must be a non-empty list of read, write, not []'],
       [{ kinds: ['reed'] }, 'tool_before kinds must be a non-empty list of read, write, not ["reed"]'],
       [{ kinds: 'write' }, 'tool_before kinds must be a non-empty list of read, write, not "write"'],
+      // A hole is not a kind: a hook registered with one would see nothing at all.
+      [{ kinds: new Array(1) }, 'tool_before kinds must be a non-empty list of read, write, not [null]'],
     ] as const) {
       await expect(createHookRegistry().use({ name: 'typo', register: (api) => api.on('tool_before', () => undefined, options as never) })).rejects.toThrow(`plugin typo: ${message}`);
     }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod/v4';
-import { defineTool } from '../../src/tools/registry.js';
+import { createToolRegistry, defineTool } from '../../src/tools/registry.js';
 
 const spec = (timeoutMs: unknown) => ({
   name: 'probe',
@@ -19,5 +19,15 @@ describe('defineTool', () => {
     expect(defineTool(spec(250)).timeoutMs).toBe(250);
     // Longer than a timer can hold: the call simply has no timer (tools/deadline.ts).
     expect(defineTool(spec(2 ** 40)).timeoutMs).toBe(2 ** 40);
+  });
+});
+
+describe('createToolRegistry', () => {
+  it('refuses a tool built by hand with a kind the gate does not know: it would escape the write budget and every hook filtered by kind', () => {
+    const made = defineTool(spec(250));
+    const exec = { ...made, name: 'run_shell', kind: 'exec' } as unknown as typeof made;
+    expect(() => createToolRegistry([exec])).toThrow('tool run_shell: kind must be read or write, not "exec"');
+    expect(() => createToolRegistry([made]).register({ ...made, name: 'nameless', kind: undefined } as unknown as typeof made)).toThrow('tool nameless: kind must be read or write, not undefined');
+    expect(createToolRegistry([made]).get('probe')?.kind).toBe('read');
   });
 });

@@ -1,10 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createSqliteRunStore, createSqliteStore } from '../../src/engine/index.js';
 import { CLEAN_FOR_MS } from '../../src/engine/sqlite/breakers.js';
 import { POLICY, card, harness, runCard } from './harness.js';
 import { fakeClock, tempDir } from '../helpers.js';
-import { onTestFinished } from 'vitest';
+import { onTestFinished, vi } from 'vitest';
 
 describe('the tool circuit breaker', () => {
   it('opens after 3 consecutive failures of a tool, shared across runs: the next run ends failed / breaker', async () => {
@@ -40,20 +39,31 @@ describe('the tool circuit breaker', () => {
     expect((await runStores[3]!.breakerAcquire('flaky_api', POLICY))).toEqual({ allowed: true, state: 'closed', probe: false });
   });
 
-  it('a breaker another connection opens stops the next call that starts CLEAN_FOR_MS later; one this connection opens, the very next', async () => {
+  it('a clean read stands for CLEAN_FOR_MS on its connection: another connection\'s opening is honoured once that has passed, this connection\'s own at once', async () => {
+    // The window runs on performance.now(): held still here, so the test does not depend on how fast the machine is.
+    let t = 1_000;
+    vi.spyOn(performance, 'now').mockImplementation(() => t);
+    onTestFinished(() => void vi.restoreAllMocks());
     const dir = tempDir();
     const [a, b] = [createSqliteStore({ path: `${dir}/b.db` }), createSqliteStore({ path: `${dir}/b.db` })];
     onTestFinished(() => Promise.all([a.close(), b.close()]).then(() => undefined));
     const [ra, rb] = [createSqliteRunStore(a), createSqliteRunStore(b)];
-    // A read it found clean, kept for a moment.
     expect(await ra.breakerAcquire('flaky_api', POLICY)).toEqual({ allowed: true, state: 'closed', probe: false });
     for (let i = 0; i < 3; i++) await rb.breakerRecord('flaky_api', false, POLICY);
-    await sleep(CLEAN_FOR_MS + 5);
+    // Within the window the kept read answers (what the 2 ms allows), and not a moment longer.
+    t += CLEAN_FOR_MS - 0.001;
+    expect((await ra.breakerAcquire('flaky_api', POLICY)).allowed).toBe(true);
+    t += 0.001;
     expect(await ra.breakerAcquire('flaky_api', POLICY)).toEqual({ allowed: false, state: 'open', probe: false });
-    // Its own failures: no wait at all.
+    // Its own failures open it for its very next call, time standing still.
     expect((await ra.breakerAcquire('other_api', POLICY)).allowed).toBe(true);
     for (let i = 0; i < 3; i++) await ra.breakerRecord('other_api', false, POLICY);
     expect(await ra.breakerAcquire('other_api', POLICY)).toEqual({ allowed: false, state: 'open', probe: false });
+    // A success read from the kept verdict writes nothing: the failure another connection counted stays counted.
+    expect((await ra.breakerAcquire('third_api', POLICY)).allowed).toBe(true);
+    await rb.breakerRecord('third_api', false, POLICY);
+    expect(await ra.breakerRecord('third_api', true, POLICY)).toBe('closed');
+    expect((await rb.breakers()).find((x) => x.tool === 'third_api')).toMatchObject({ state: 'closed', failures: 1 });
   });
 
   it('a failed probe re-opens the breaker for another cooldown', async () => {
