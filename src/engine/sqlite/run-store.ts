@@ -11,6 +11,7 @@ import { prepareDaemons } from './daemons.js';
 import { prepareMoves } from './moves.js';
 import { createEventWriter } from './rows.js';
 import { prepareRetention } from './retention.js';
+import { prepareRunReads } from './run-reads.js';
 import { prepareRunStats } from './run-stats.js';
 import { prepareRunWrites } from './runs.js';
 import type { SqliteTaskStore } from './task-store.js';
@@ -20,6 +21,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const writer = createEventWriter(db);
   const apply = prepareMoves(db, writer);
   const runs = prepareRunWrites(db, writer, apply);
+  const runReads = prepareRunReads(db);
   const controls = prepareControls(db, writer, apply);
   const breakers = prepareBreakers(db, writer);
   const daemons = prepareDaemons(db, apply);
@@ -68,9 +70,9 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
       }));
     },
     watchControls: (onChange) => store.watchControls(onChange),
-    getRun: async (runId) => read('read run', () => runs.getRun(runId)),
-    getScreen: async (runId) => read('read screen', () => runs.getScreen(runId)),
-    runsOf: async (taskId) => read('list runs', () => runs.runsOf(taskId)),
+    getRun: async (runId) => read('read run', () => runReads.getRun(runId)),
+    getScreen: async (runId) => read('read screen', () => runReads.getScreen(runId)),
+    runsOf: async (taskId) => read('list runs', () => runReads.runsOf(taskId)),
     // The common case — a closed breaker, a success — needs no write transaction at all.
     breakerAcquire: async (tool, policy) =>
       breakers.clean(tool) ? { allowed: true, state: 'closed', probe: false } : value(write('breaker', (ev, now) => breakers.acquire(tool, policy, now, ev))),

@@ -1,6 +1,6 @@
-/** Runs and steps: fenced loop writes, each with its event, in the task store's connection. */
+/** Runs and steps: fenced loop writes, each with its event, in the task store's connection (their reads: run-reads.ts). */
 import { EngineError } from '../errors.js';
-import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type ScreenInfo, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
+import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
 import { asAgent, systemActor } from '../actors.js';
 import { isFenced } from '../states.js';
 import { RUN_COLUMNS, type RunRow, type StepRow, ZERO_USAGE, runRowOf, toRun, toStep } from '../run-rows.js';
@@ -25,9 +25,6 @@ export interface RunWrites {
   parkRun(f: Fence, input: ParkRunInput, now: number, events: TaskEvent[]): { run: Run; task: Task };
   resumeRun(input: ResumeRunInput, now: number, events: TaskEvent[]): Task;
   recordRestart(f: Fence, runId: number, reason: string, now: number, events: TaskEvent[]): number;
-  getRun(runId: number): Run & { steps: Step[]; screen: ScreenInfo | null };
-  runsOf(taskId: number): Run[];
-  getScreen(runId: number): (ScreenInfo & { png: Buffer }) | null;
 }
 
 export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove): RunWrites {
@@ -43,7 +40,6 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     const a = runByIdRaw.get(id);
     return a === undefined ? undefined : runRowOf(a);
   };
-  const runsOfTask = db.prepare<[number], RunRow>('SELECT * FROM runs WHERE task_id = ? ORDER BY id');
   // The hot inserts and the run's ending build their row in JS instead of reading it back:
   // RETURNING costs SQLite an ephemeral table and a second copy of the row (2.5 µs → 6–15 µs
   // for a step insert, measured), and every value of these rows is known here.
@@ -81,8 +77,6 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     `INSERT INTO run_screens (run_id, seq, png, taken_at) VALUES (?, ?, ?, ?)
      ON CONFLICT (run_id) DO UPDATE SET seq = excluded.seq, png = excluded.png, taken_at = excluded.taken_at`,
   );
-  const screenInfo = db.prepare<[number], { seq: number; taken_at: number; bytes: number }>('SELECT seq, taken_at, length(png) AS bytes FROM run_screens WHERE run_id = ?');
-  const screenOf = db.prepare<[number], { seq: number; taken_at: number; png: Buffer }>('SELECT seq, taken_at, png FROM run_screens WHERE run_id = ?');
 
   const claimOf = db.prepare<[number], { state: TaskRow['state']; claim_token: string | null }>('SELECT state, claim_token FROM tasks WHERE id = ?');
   /** The fence of a step write: only the claim is read, not the row (the card can be large). */
@@ -383,19 +377,6 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       giveBackAttempt.run(input.taskId);
       moved.attempts = Math.max(moved.attempts - 1, 0);
       return toTask(moved);
-    },
-    getRun(runId) {
-      const row = runById(runId);
-      if (row === undefined) throw new EngineError('RUN_NOT_FOUND', `run ${runId} does not exist`, { run_id: runId });
-      const screen = screenInfo.get(runId);
-      return { ...toRun(row), steps: stepsOf.all(runId).map(toStep), screen: screen === undefined ? null : { seq: screen.seq, takenAt: screen.taken_at, bytes: screen.bytes } };
-    },
-    runsOf(taskId) {
-      return runsOfTask.all(taskId).map(toRun);
-    },
-    getScreen(runId) {
-      const row = screenOf.get(runId);
-      return row === undefined ? null : { seq: row.seq, takenAt: row.taken_at, bytes: row.png.length, png: row.png };
     },
   };
 }
