@@ -190,7 +190,13 @@ export function createPgWatcher(conn: PgConnection, horizon: Horizon, opts: PgWa
       // Kept while the watcher runs (its poll), subscribers or not: a caller that subscribes
       // anew for each wait (a tail, a claimer) has none at some instants, and closing then
       // left it to the poll's second (pickup p50 was 988 ms with one consumer).
-      if (closed || !running || dead) return void c.end().catch(() => undefined);
+      if (closed || !running || dead) {
+        c.end().catch(() => undefined);
+        // Dropped while it connected: its 'error' found no client to clear, so nothing asked
+        // for another yet; without this the next one waited for the slow poll (pollMs).
+        if (dead) reopenSoon();
+        return;
+      }
       client = c;
       listenNew(); // keys subscribed while it connected (woken once their LISTEN lands)
       fireWork(); // anything committed while the listener was not there yet
