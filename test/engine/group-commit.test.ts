@@ -7,7 +7,8 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { EngineError, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
+import { EngineError, createSqliteStore, createTaskManager, createWriteLock } from '../../src/engine/index.js';
+import { releaseWriteLock, tryWriteLock } from '../../src/engine/sqlite/write-lock.js';
 import { startClaimer } from '../../src/workers/claimer.js';
 import { faultReporter } from '../../src/engine/index.js';
 import { operator, tempDir } from '../helpers.js';
@@ -26,9 +27,9 @@ function walCommits(path: string): number {
   return commits;
 }
 
-function openGrouped(groupCommit = true) {
+function openGrouped(groupCommit = true, writeLock?: Int32Array) {
   const path = join(tempDir(), 'group.db');
-  const store = createSqliteStore({ path, checkpoints: 'inline', groupCommit });
+  const store = createSqliteStore({ path, checkpoints: 'inline', groupCommit, writeLock });
   const tm = createTaskManager({ store });
   onTestFinished(() => tm.close());
   store.db.exec('CREATE TABLE scratch (x INTEGER)');
@@ -122,6 +123,25 @@ describe('group commit', () => {
     const [a, seven, b] = await asked;
     expect([a.task.title, seven.value, b.task.title]).toEqual(['a', 7, 'b']);
     expect((await tm.findTasks({})).length).toBe(2);
+    expect(walCommits(path) - before).toBe(1);
+  });
+
+  it('while another thread of the process holds the write lock, writes asked for in later turns join the waiting batch: one commit', async () => {
+    const lock = createWriteLock();
+    const { path, store, tm } = openGrouped(true, lock);
+    await tm.createTask({ title: 'before' }, operator);
+    const before = walCommits(path);
+    // Another thread writing (the process's lock held, as a daemon's other thread holds it).
+    expect(tryWriteLock(lock)).toBe(true);
+    const asked: Array<Promise<unknown>> = [];
+    for (const title of ['one', 'two', 'three']) {
+      asked.push(tm.createTask({ title }, operator), insert(store, asked.length));
+      await new Promise((r) => setImmediate(r)); // the next turn: each pair would have been a batch of its own
+    }
+    releaseWriteLock(lock);
+    await Promise.all(asked);
+    expect((await tm.findTasks({})).map((t) => t.title).sort()).toEqual(['before', 'one', 'three', 'two']);
+    expect(store.db.prepare('SELECT x FROM scratch ORDER BY rowid').pluck().all()).toEqual([0, 2, 4]);
     expect(walCommits(path) - before).toBe(1);
   });
 

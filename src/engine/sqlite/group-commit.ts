@@ -23,13 +23,17 @@
  * - within a batch, writes run in the order they were asked for; between batches, as between
  *   writes without group commit, a write that waits out another process's lock may be
  *   overtaken by a later one (a run's journal keeps one write of the run in flight);
- * - lock contention retries the whole batch (store.write), before any write of it has run.
+ * - lock contention retries the whole batch (store.write), before any write of it has run;
+ *   while another thread of this process holds the write lock, the batch stays open and the
+ *   writes asked for in the turns it waits join it (one commit, where each turn waited made
+ *   one of its own: a daemon's two threads took turns at the lock).
  * A lone write goes as before, one hop of the event loop later.
  */
 import { isEngineError } from '../errors.js';
 import type { WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
+import { whenUnlocked } from './write-lock.js';
 
 type Body<T> = (events: TaskEvent[], now: number) => T;
 /** The store's own write: one transaction, retried on lock contention, faults named. */
@@ -50,7 +54,7 @@ export interface GroupCommit {
 }
 
 /** `name` turns an error a write threw into the store's error for it (the store's `fail`). */
-export function createGroupCommit(db: Db, writeNow: WriteNow, name: (err: unknown, what: string) => unknown): GroupCommit {
+export function createGroupCommit(db: Db, writeNow: WriteNow, name: (err: unknown, what: string) => unknown, lock?: Int32Array): GroupCommit {
   // Called inside the batch's transaction, better-sqlite3 makes this a savepoint.
   const savepoint = db.transaction((fn: Body<unknown>, events: TaskEvent[], at: number) => fn(events, at));
   let asked: Asked[] = [];
@@ -62,6 +66,12 @@ export function createGroupCommit(db: Db, writeNow: WriteNow, name: (err: unknow
   };
 
   const flush = (): void => {
+    // Another thread of this process writes: wait for it with the batch still open, so the
+    // writes asked for meanwhile join it (one commit instead of one per turn waited).
+    if (lock !== undefined && Atomics.load(lock, 0) !== 0) {
+      track(whenUnlocked(lock).then(flush));
+      return;
+    }
     scheduled = false;
     const batch = asked;
     asked = [];

@@ -258,7 +258,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     return Promise.resolve(announce(outcome));
   }
 
-  const group = opts.groupCommit === true && !readonly ? createGroupCommit(db, writeNow, fail) : undefined;
+  const group = opts.groupCommit === true && !readonly ? createGroupCommit(db, writeNow, fail, lock) : undefined;
   const write = group?.write ?? writeNow;
 
   function read<T>(what: string, fn: () => T): T {
