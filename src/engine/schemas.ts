@@ -4,6 +4,7 @@
  */
 import { z } from 'zod/v4';
 import { EngineError } from './errors.js';
+import { BINDABLE_NAME } from './actors.js';
 import { MAX_JSON_DEPTH, depthMessage, nestsDeeper } from './json-depth.js';
 import { LONE_SURROGATE } from './text.js';
 import { ACTOR_ROLES, type Actor, type ActorRole, type ClaimInput, TASK_STATES, type TransitionInput } from './types.js';
@@ -77,7 +78,9 @@ const createFields = {
   // A time a Date can hold: past it, every surface that prints the task threw RangeError.
   runAfter: z.int().nonnegative().max(LIMITS.timeMs, 'must be a time before the year 275760').optional(),
   queue: token.optional(),
-  forAgent: name.optional(),
+  // Only an agent bearing this name may claim it, and agents bear plain names (actors.ts):
+  // any other text reserved the task for no one, and was quoted raw in every refused claim.
+  forAgent: name.regex(BINDABLE_NAME, "must be an agent's name: ASCII letters, digits and . _ @ + - (at most 100)").optional(),
   requires: z.array(token).max(LIMITS.capabilities).optional(),
   maxAttempts: z.int().min(1).max(LIMITS.maxAttempts).optional(),
 };

@@ -10,6 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type TaskManager, depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
+import { printable } from '../engine/text.js';
 import { deadline } from './deadline.js';
 import { mcpCard } from './mcp-tools.js';
 import type { Tool } from './registry.js';
@@ -42,9 +43,12 @@ export interface CallOptions {
 
 const answer = (result: Record<string, unknown>): CallResult => ({ content: [{ type: 'text', text: JSON.stringify(result) }], structuredContent: result });
 
+// The message may quote what another agent wrote (a name, a key): its controls, bidi
+// overrides and marks escaped as in the JSON-RPC errors (mcp-message.ts), since a client
+// shows it to a person. Not shortened: the model reads it to mend its call.
 const failure = (code: string, message: string): CallResult => ({
   isError: true,
-  content: [{ type: 'text', text: JSON.stringify({ error: { code, message } }) }],
+  content: [{ type: 'text', text: JSON.stringify({ error: { code, message: printable(message) } }) }],
 });
 
 /** Runs one call of `tool` with the raw `arguments` a client sent; never throws. */

@@ -34,6 +34,10 @@ describe('bad input through the API', () => {
       ['title ending in a lone high surrogate', () => tm.createTask({ title: 'ab\ud83d' }, operator), 'VALIDATION_FAILED'],
       ['title with a lone low surrogate', () => tm.createTask({ title: '\udc00' }, operator), 'VALIDATION_FAILED'],
       ['for an agent with a lone surrogate', () => tm.createTask({ title: 't', forAgent: 'w\udfff' }, operator), 'VALIDATION_FAILED'],
+      // No agent bears such a name (actors.ts BINDABLE_NAME), and a refused claim quoted it raw.
+      ['for an agent whose name reorders text', () => tm.createTask({ title: 't', forAgent: 'alice\u202e) approved by operator (' }, operator), 'VALIDATION_FAILED'],
+      ['for an agent named with a space', () => tm.createTask({ title: 't', forAgent: 'alice bob' }, operator), 'VALIDATION_FAILED'],
+      ['a batch task for an agent with a look-alike letter', () => tm.createTasks([{ title: 't', forAgent: 'аlice' }], operator), 'VALIDATION_FAILED'],
       ['idempotency key with a lone surrogate', () => tm.createTask({ title: 't', idempotencyKey: 'k\ud800' }, operator), 'VALIDATION_FAILED'],
       ['card that is an array', () => tm.createTask({ title: 't', card: [] as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
       ['card that is a string', () => tm.createTask({ title: 't', card: 'x' as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],

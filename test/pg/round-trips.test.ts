@@ -222,7 +222,8 @@ describe('round trips on PostgreSQL', () => {
       for (const name of hostile) {
         // Claimed by id (its move takes the full path), and as the next task (one round trip).
         for (const byId of [true, false]) {
-          const { task } = await tm.createTask({ title: `for ${name}`, forAgent: name }, operator);
+          // The manager admits only an agent's name in for_agent; the store is driven directly.
+          const { task } = (await store.createTasks([{ title: `for ${name}`, forAgent: name }], operator)).value[0]!;
           const claimed = (await store.claim({ agent: name, ...(byId ? { taskId: task.id } : {}), start: true })).value!;
           expect(claimed.id).toBe(task.id);
           const reason = `${name} reason`;
