@@ -111,9 +111,11 @@ describe('browser sessions (how the board carries a credential)', () => {
 
     const signedIn = await api(url, 'POST', '/api/session', { token: alice });
     expect(signedIn.status).toBe(200);
-    expect(signedIn.json).toEqual({ actor: { id: 'alice', role: 'agent' }, expires_in_s: 43200 });
+    expect(signedIn.json).toEqual({ actor: { id: 'alice', role: 'agent' }, expires_in_s: 43200, session_key: expect.stringMatching(/^[\w-]{43}$/) });
     expect(signedIn.headers.get('set-cookie')).toMatch(/^taskloop_session=[\w-]{43}; HttpOnly; SameSite=Strict; Path=\/; Max-Age=43200$/);
-    const cookie = { cookie: `theme=dark; taskloop_session=${session(signedIn)}` };
+    const key = signedIn.json.session_key as string;
+    const stolen = { cookie: `theme=dark; taskloop_session=${session(signedIn)}` };
+    const cookie = { ...stolen, 'x-taskloop-session-key': key };
 
     expect((await api(url, 'GET', '/api/session', undefined, cookie)).json).toEqual({ actor: { id: 'alice', role: 'agent' } });
     const created = await api(url, 'POST', '/api/tasks', { title: 'from the board', card: card(), attach: false }, cookie);
@@ -121,7 +123,8 @@ describe('browser sessions (how the board carries a credential)', () => {
     expect(created.json.creator).toBe('alice');
     // An agent follows the tasks it may read; the whole log is for people (README: Authority).
     expect((await openStream(`${url}/api/events?after=0`, cookie)).status).toBe(403);
-    const events = await openStream(`${url}/api/events?task_id=${created.json.id}&after=0`, cookie);
+    // The stream, where a browser sets no header, takes the key in its URL (and the route never sees it).
+    const events = await openStream(`${url}/api/events?task_id=${created.json.id}&after=0&session_key=${key}`, stolen);
     expect(events.status).toBe(200);
     await events.next((e) => e.data.type === 'task.created', 'the created event');
     events.close();
@@ -131,6 +134,20 @@ describe('browser sessions (how the board carries a credential)', () => {
     expect((await api(url, 'GET', '/api/tasks', undefined, { ...cookie, 'sec-fetch-site': 'cross-site' })).status).toBe(403);
     // A made-up session is no session.
     expect((await api(url, 'GET', '/api/tasks', undefined, { cookie: 'taskloop_session=made-up' })).status).toBe(401);
+    // The cookie alone is no credential: a browser sends it to every port of this host, so a
+    // page another local user serves on another loopback port receives it (session.ts). Replayed
+    // without its key, with another session's key, or with a key of the wrong length: refused.
+    for (const headers of [stolen, { ...stolen, 'x-taskloop-session-key': 'x'.repeat(43) }, { ...stolen, 'x-taskloop-session-key': `${key}x` }]) {
+      for (const [method, path, body] of [['GET', '/api/session'], ['POST', '/api/tasks', { title: 'as alice', attach: false }], ['POST', '/api/tasks/stop-all', {}]] as const) {
+        const r = await api(url, method, path, body, headers);
+        expect(r.status, `${method} ${path}`).toBe(401);
+        expect(r.json.error.code).toBe('UNAUTHORIZED');
+      }
+      expect((await openStream(`${url}/api/events?task_id=${created.json.id}&after=0`, headers)).status).toBe(401);
+    }
+    const other = await api(url, 'POST', '/api/session', { token: alice });
+    expect((await api(url, 'GET', '/api/session', undefined, { ...stolen, 'x-taskloop-session-key': other.json.session_key })).status).toBe(401);
+    expect((await api(url, 'GET', `/api/session?session_key=${key}`, undefined, stolen)).status).toBe(200);
 
     const out = await api(url, 'DELETE', '/api/session', undefined, cookie);
     expect(out.json).toEqual({ signed_out: true });

@@ -177,7 +177,7 @@ describe('one-time sign-in', () => {
     const signedIn = await api(url, 'POST', '/api/session', { code });
     expect(signedIn.status).toBe(200);
     expect(signedIn.json.actor).toEqual({ id: 'operator', role: 'operator' });
-    const cookie = { cookie: `taskloop_session=${sessionOf(signedIn)}` };
+    const cookie = { cookie: `taskloop_session=${sessionOf(signedIn)}`, 'x-taskloop-session-key': signedIn.json.session_key as string };
     expect((await api(url, 'POST', '/api/tasks', { title: 'signed in by link', attach: false }, cookie)).json.creator).toBe('operator');
 
     const again = await api(url, 'POST', '/api/session', { code });

@@ -67,7 +67,7 @@ function renderApprovals() {
 async function loadBreakers() {
   const el = byId('breakers');
   try {
-    const res = await fetch('/metrics', { cache: 'no-store' });
+    const res = await fetch('/metrics', { cache: 'no-store', headers: keyHeader() });
     if (!res.ok) {
       el.hidden = true;
       return;

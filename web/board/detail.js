@@ -152,7 +152,7 @@ function renderDetail(task, runs, view) {
 
   // A desktop run: the latest screen it observed, i.e. what the planner last saw.
   if (run.screen) {
-    const src = `${run.screen.url}?seq=${run.screen.seq}`;
+    const src = withKey(`${run.screen.url}?seq=${run.screen.seq}`);
     box.appendChild(h('h3', { text: `Screen (step #${run.screen.seq}, ${ago(run.screen.taken_at)})` }));
     box.appendChild(h('a', { href: src, target: '_blank', rel: 'noopener' },
       h('img', { class: 'screen', 'data-screen-seq': run.screen.seq, src, alt: `the screen run #${run.id} last observed` })));

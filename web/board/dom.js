@@ -102,6 +102,31 @@ const statusOf = (err) => (err instanceof ApiError ? err.status : 0);
 const messageOf = (err) => (err instanceof Error ? err.message : String(err));
 
 /**
+ * The session's key, from its sign-in (src/monitor/http/session.ts): kept in this origin's
+ * storage, which no page on another port can read, and sent beside the session cookie, which
+ * a browser also sends to other ports of this host.
+ */
+const SESSION_KEY = 'taskloop_session_key';
+/** @returns {string} */
+function sessionKey() {
+  return window.localStorage.getItem(SESSION_KEY) ?? '';
+}
+/** @param {string | null} key */
+function keepSessionKey(key) {
+  if (key) window.localStorage.setItem(SESSION_KEY, key);
+  else window.localStorage.removeItem(SESSION_KEY);
+}
+/** @returns {Record<string, string>} */
+function keyHeader() {
+  const key = sessionKey();
+  return key ? { 'x-taskloop-session-key': key } : {};
+}
+/** `url` with the session's key, for what cannot carry a header (an EventSource, an image). @param {string} url */
+function withKey(url) {
+  return `${url}${url.includes('?') ? '&' : '?'}session_key=${encodeURIComponent(sessionKey())}`;
+}
+
+/**
  * A same-origin JSON call with the session cookie. A 401 (outside signing in) brings up the sign-in form.
  * @template T
  * @param {string} method
@@ -111,7 +136,7 @@ const messageOf = (err) => (err instanceof Error ? err.message : String(err));
  */
 async function api(method, path, body) {
   /** @type {Record<string, string>} */
-  const headers = { accept: 'application/json' };
+  const headers = { accept: 'application/json', ...keyHeader() };
   /** @type {RequestInit} */
   const init = { method, headers, cache: 'no-store', credentials: 'same-origin' };
   if (body !== undefined) {

@@ -32,7 +32,7 @@ function disconnect() {
 
 function connect() {
   disconnect();
-  const stream = new EventSource(`/api/events?after=${encodeURIComponent(lastEventId)}`);
+  const stream = new EventSource(withKey(`/api/events?after=${encodeURIComponent(lastEventId)}`));
   source = stream;
   stream.onopen = () => setConn('live');
   stream.onmessage = (m) => {

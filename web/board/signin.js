@@ -21,7 +21,9 @@ const tokenInput = /** @type {HTMLInputElement} */ (byId('signin-token'));
 byId('signin-form').addEventListener('submit', async (e) => {
   e.preventDefault();
   try {
-    await api('POST', '/api/session', { token: tokenInput.value });
+    /** @type {{ session_key: string }} */
+    const signedIn = await api('POST', '/api/session', { token: tokenInput.value });
+    keepSessionKey(signedIn.session_key);
     tokenInput.value = '';
     byId('signin').hidden = true;
     void start();
@@ -42,7 +44,9 @@ async function signInFromLink() {
   const rest = params.toString();
   window.history.replaceState(null, '', window.location.pathname + (rest ? `?${rest}` : '') + window.location.hash);
   try {
-    await api('POST', '/api/session', { code });
+    /** @type {{ session_key: string }} */
+    const signedIn = await api('POST', '/api/session', { code });
+    keepSessionKey(signedIn.session_key);
   } catch (err) {
     askToken(statusOf(err) === 401 ? 'That sign-in link was used already or has expired. Paste a token instead.' : messageOf(err));
   }
@@ -54,5 +58,6 @@ byId('sign-out').addEventListener('click', async () => {
   } catch {
     // signed out either way
   }
+  keepSessionKey(null);
   askToken();
 });

@@ -24,7 +24,7 @@ import { isIP } from 'node:net';
 import { z } from 'zod/v4';
 import { type Actor, EngineError, OPERATOR, assertBindableName, isSystemName, sameActor } from '../../engine/index.js';
 import { HttpError } from './errors.js';
-import { SESSION_COOKIE, type Sessions, cookieOf } from './session.js';
+import { SESSION_COOKIE, SESSION_KEY_HEADER, type Sessions, cookieOf, sessionKeyOf } from './session.js';
 import { loadOrCreateTokenFile } from './token-file.js';
 
 export type TokenTable = ReadonlyMap<string, Actor>;
@@ -148,11 +148,13 @@ export function createAuthenticator(opts: AuthOptions): Authenticator {
       const header = req.headers.authorization;
       if (header === undefined) {
         const session = cookieOf(req, SESSION_COOKIE);
-        const signedIn = session === undefined ? undefined : opts.sessions?.actorOf(session);
+        if (session === undefined) throw unauthorized('no credential: send Authorization: Bearer <token>, or sign in (POST /api/session)');
+        // The cookie alone may have been sent to another local user's page (session.ts).
+        const key = sessionKeyOf(req);
+        if (key === undefined) throw unauthorized(`a session cookie alone is no credential: send the key its sign-in gave too (${SESSION_KEY_HEADER})`);
+        const signedIn = opts.sessions?.verify(session, key);
         if (signedIn !== undefined) return signedIn;
-        throw unauthorized(session === undefined
-          ? 'no credential: send Authorization: Bearer <token>, or sign in (POST /api/session)'
-          : 'the session is not valid (expired, signed out, or from before a restart): sign in again');
+        throw unauthorized('the session is not valid (expired, signed out, from before a restart, or not this key\'s): sign in again');
       }
       const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
       if (match === null) throw unauthorized('the Authorization header must be `Bearer <token>`');

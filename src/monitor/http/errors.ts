@@ -8,7 +8,7 @@ import { type ErrorCode, isEngineError, storeError } from '../../engine/index.js
 
 /** Codes only the HTTP surface uses, each documented. */
 export const HTTP_ERROR_CODES = {
-  UNAUTHORIZED: 'No valid credential was presented (a bearer token or a session cookie; for sign-in, a token or an unused sign-in code), on loopback too.',
+  UNAUTHORIZED: 'No valid credential was presented (a bearer token, or a session cookie with its key; for sign-in, a token or an unused sign-in code), on loopback too.',
   ORIGIN_REFUSED: 'The request came from a web page of another origin (or named a host that is not this server).',
   NOT_FOUND: 'No such endpoint.',
   METHOD_NOT_ALLOWED: 'The endpoint exists but not for this method.',

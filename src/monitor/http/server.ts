@@ -19,7 +19,7 @@ import { eventsHandler } from './event-stream.js';
 import { createLoopHost } from './loop-host.js';
 import { ANONYMOUS, type Reply, type Route, createRouter } from './router.js';
 import { type McpEndpointOptions, createMcpEndpoint } from './mcp-endpoint.js';
-import { createSessions, sessionRoutes } from './session.js';
+import { SESSION_KEY_PARAM, createSessions, sessionRoutes } from './session.js';
 import { createActorSlots } from './slots.js';
 import { createSignInCodes } from './signin-codes.js';
 import { type RunOwner, createRunOwner } from './run-owner.js';
@@ -152,6 +152,8 @@ export async function createHttpServer(opts: HttpServerOptions): Promise<HttpSer
       let actor = ANONYMOUS;
       if (route.public === true) auth.checkOrigin(req, port);
       else actor = auth.actorOf(req, port);
+      // The session's key is a credential, not a parameter of the route (session.ts).
+      url.searchParams.delete(SESSION_KEY_PARAM);
       const reply = await route.handler({ req, res, params, query: url.searchParams, actor });
       if (reply !== undefined) write(res, reply.status ?? 200, reply);
       else if (!res.headersSent) write(res, 204, { text: '', contentType: 'text/plain' });

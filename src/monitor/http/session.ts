@@ -6,11 +6,20 @@
  * SameSite=Strict cookie, which same-origin fetches and the event stream then carry.
  *
  * The cookie is never sent by other sites' pages (SameSite=Strict), and auth.ts refuses
- * cross-origin requests anyway, so it opens no cross-site request forgery. Sessions live in
+ * cross-origin requests anyway, so it opens no cross-site request forgery.
+ *
+ * The cookie alone is no credential. Cookies are scoped to a host, not a port: a signed-in
+ * browser that opens a page another local user serves on any other loopback port sends that
+ * user the cookie (same host, so same site for SameSite too), who could replay it from curl.
+ * So a session also has a key, given once in the sign-in's answer, which the board keeps in
+ * its origin's storage (scheme, host and port: no other port's page can read it) and sends
+ * with each request (X-Taskloop-Session-Key, or `session_key=` in the URL where a browser
+ * cannot set a header: the event stream, a screen image). The key is an HMAC of the session
+ * id under this process's secret, so nothing more is stored. Sessions live in
  * this server process's memory: a restart signs browsers out. The cookie is not `Secure`
  * because the server speaks plain HTTP; put TLS in front of a server off the machine.
  */
-import { randomBytes } from 'node:crypto';
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { z } from 'zod/v4';
 import type { Actor } from '../../engine/index.js';
@@ -33,12 +42,33 @@ export interface Sessions {
   open(actor: Actor): string;
   /** The actor of a live session, or undefined. */
   actorOf(id: string): Actor | undefined;
+  /** The session's key (given to the browser at sign-in). */
+  keyOf(id: string): string;
+  /** The actor of a live session whose key is `key` (compared in constant time), or undefined. */
+  verify(id: string, key: string): Actor | undefined;
   close(id: string): void;
 }
 
 export function createSessions(now: () => number = Date.now): Sessions {
   const live = new Map<string, { actor: Actor; expiresAt: number }>();
+  const secret = randomBytes(32);
+  const keyOf = (id: string): string => createHmac('sha256', secret).update(id).digest('base64url');
+  const actorOf = (id: string): Actor | undefined => {
+    const s = live.get(id);
+    if (s === undefined) return undefined;
+    if (s.expiresAt <= now()) {
+      live.delete(id);
+      return undefined;
+    }
+    return s.actor;
+  };
   return {
+    keyOf,
+    verify(id, key) {
+      const want = Buffer.from(keyOf(id));
+      const got = Buffer.from(key);
+      return got.length === want.length && timingSafeEqual(got, want) ? actorOf(id) : undefined;
+    },
     open(actor) {
       const id = randomBytes(32).toString('base64url');
       const own = [...live].filter(([, s]) => s.actor.id === actor.id && s.actor.role === actor.role);
@@ -48,15 +78,7 @@ export function createSessions(now: () => number = Date.now): Sessions {
       if (live.size > MAX_SESSIONS) live.delete(live.keys().next().value!);
       return id;
     },
-    actorOf(id) {
-      const s = live.get(id);
-      if (s === undefined) return undefined;
-      if (s.expiresAt <= now()) {
-        live.delete(id);
-        return undefined;
-      }
-      return s.actor;
-    },
+    actorOf,
     close: (id) => void live.delete(id),
   };
 }
@@ -68,6 +90,18 @@ export function cookieOf(req: IncomingMessage, name: string): string | undefined
     if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
   }
   return undefined;
+}
+
+/** The header, or the URL parameter where a browser cannot set one, that carries a session's key. */
+export const SESSION_KEY_HEADER = 'x-taskloop-session-key';
+export const SESSION_KEY_PARAM = 'session_key';
+
+/** The session key a request presents, or undefined. */
+export function sessionKeyOf(req: IncomingMessage): string | undefined {
+  const header = req.headers[SESSION_KEY_HEADER];
+  if (typeof header === 'string') return header;
+  const at = (req.url ?? '').indexOf('?');
+  return at < 0 ? undefined : (new URLSearchParams((req.url ?? '').slice(at + 1)).get(SESSION_KEY_PARAM) ?? undefined);
 }
 
 const signIn = z
@@ -93,7 +127,7 @@ export function sessionRoutes(auth: Authenticator, sessions: Sessions, codes: Si
           throw new HttpError(401, 'UNAUTHORIZED', body.token !== undefined ? 'the token is not valid' : 'the sign-in code is not valid: it was used, has expired, or was never issued');
         }
         const id = sessions.open(actor);
-        return { json: { actor: who(actor), expires_in_s: SESSION_MS / 1000 }, headers: { 'Set-Cookie': cookie(id, SESSION_MS / 1000) } };
+        return { json: { actor: who(actor), expires_in_s: SESSION_MS / 1000, session_key: sessions.keyOf(id) }, headers: { 'Set-Cookie': cookie(id, SESSION_MS / 1000) } };
       },
     },
     {
