@@ -2,7 +2,7 @@
  * The store guards its file: a -wal deleted under a live connection, a damaged page. Real
  * files, real daemon and CLI processes; the damage is done to the bytes on disk.
  */
-import { closeSync, existsSync, openSync, rmSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, realpathSync, rmSync, symlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { type SqliteTaskStore, createSqliteStore, createTaskManager, isEngineError } from '../../src/engine/index.js';
@@ -62,6 +62,28 @@ describe('the store guards its file', () => {
     const after = await contents(path);
     expect(after.integrity).toBe('ok');
     expect([...after.titles.values()].sort()).toEqual(created.map((c) => c.task.title).sort());
+  });
+
+  it('opened through a symlink, the store guards the real file: its -wal, its wake files, a deletion noticed', async () => {
+    const dir = tempDir();
+    const real = join(dir, 'real', 'tasks.db');
+    mkdirSync(join(dir, 'real'));
+    const link = join(dir, 'link.db');
+    symlinkSync(real, link); // dangling until the store creates the file, as a first open does
+    const store = createSqliteStore({ path: link, guardIntervalMs: 0 });
+    const tm = createTaskManager({ store });
+    expect(store.path).toBe(realpathSync(real));
+    const unwatch = store.watch(() => undefined, 'work', 'default'); // a claimer's watch: its wake files
+    await tm.createTask({ title: 'through the link' }, operator);
+    // SQLite keeps the log beside the real file; the store's own files go there too.
+    expect(existsSync(`${real}-wal`)).toBe(true);
+    expect(readdirSync(dir).filter((f) => f.startsWith('link.db') && f !== 'link.db')).toEqual([]);
+    expect(readdirSync(join(dir, 'real')).some((f) => f.startsWith('tasks.db-wake-'))).toBe(true);
+    rmSync(`${real}-wal`);
+    const err = await rejection(tm.createTask({ title: 'after the deletion' }, operator));
+    expect(isEngineError(err) && err.code).toBe('STORE_REPLACED');
+    unwatch();
+    await tm.close();
   });
 
   it('the change watcher notices a deleted -wal at once, before any write', async () => {

@@ -13,8 +13,8 @@
  * open reads a snapshot of it instead; a file that needs migrating is opened read-write.
  */
 import Database from 'better-sqlite3';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from '../errors.js';
 import { fsFault, sqliteCode, storeError, storeFault } from './faults.js';
@@ -38,6 +38,35 @@ export interface OpenOptions {
 }
 
 const BUSY_CODES = new Set(['SQLITE_BUSY', 'SQLITE_BUSY_SNAPSHOT', 'SQLITE_BUSY_RECOVERY', 'SQLITE_LOCKED']);
+
+/**
+ * Where a database file really is: SQLite follows a symlink to the file (and to its folder)
+ * and keeps its -wal and -shm beside the target, so the store's own files and checks (the
+ * guard's look at the -wal, the wake files, the token file) must name that place too. Beside
+ * the link, the guard watched a -wal that never existed and missed the real one's deletion.
+ * A file not there yet is its folder's real path and its name; `:memory:` stays as it is.
+ */
+export function databasePath(path: string): string {
+  if (path === ':memory:') return path;
+  // The links to the file itself, a dangling one too (SQLite creates the file it names).
+  let at = resolve(path);
+  for (let hops = 0; hops < 40; hops++) {
+    try {
+      if (!lstatSync(at).isSymbolicLink()) break;
+      at = resolve(dirname(at), readlinkSync(at));
+    } catch {
+      break; // not there (yet)
+    }
+  }
+  let real: string;
+  try {
+    real = join(realpathSync(dirname(at)), basename(at));
+  } catch {
+    return path;
+  }
+  // No link on the way: the path as given (relative paths stay relative in messages).
+  return real === resolve(path) ? path : real;
+}
 
 export function isBusyError(err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code;

@@ -16,7 +16,7 @@ import type { TaskEvent } from '../types.js';
 import { type Checkpointer, startCheckpointer } from './checkpointer.js';
 import { parseClaimInput } from '../schemas.js';
 import { prepareClaim, prepareClaimable, prepareHeartbeat } from './claim.js';
-import { type Db, type Durability, isBusyError, openDatabase, retryBusy } from './connection.js';
+import { type Db, type Durability, databasePath, isBusyError, openDatabase, retryBusy } from './connection.js';
 import { WRITE_SPIN_MS, readOnBusy, spinOnBusy } from './busy.js';
 import { prepareCreate } from './create.js';
 import { createGroupCommit } from './group-commit.js';
@@ -95,7 +95,8 @@ type Committed<T> = WriteOutcome<T> & { wakes: ReturnType<typeof takeWakes> };
 const CHECKPOINTER_AFTER = 200;
 
 export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
-  const path = opts.path;
+  // The real place of the file (a symlink followed as SQLite follows it): its -wal is beside it.
+  const path = databasePath(opts.path);
   const file = path !== ':memory:';
   const readonly = opts.readonly === true;
   const log = opts.log ?? (() => undefined);

@@ -23,6 +23,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, mkdirSync, fchmodSync, fstatSync, fsyncSync, linkSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
+import { databasePath } from '../../engine/index.js';
 
 /** The token file of the server of a database: `<db>.http-token`, or `data/postgres-<hash>.http-token` for a URL. */
 export function tokenFileFor(dbPath: string): string {
@@ -31,7 +32,8 @@ export function tokenFileFor(dbPath: string): string {
     u.password = '';
     return resolve('data', `postgres-${createHash('sha256').update(u.toString()).digest('hex').slice(0, 16)}.http-token`);
   }
-  return `${resolve(dbPath)}.http-token`;
+  // Beside the database file itself, where SQLite keeps its -wal (a --db symlink followed).
+  return `${resolve(databasePath(dbPath))}.http-token`;
 }
 
 export interface TokenFile {
