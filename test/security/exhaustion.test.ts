@@ -39,10 +39,14 @@ describe('an agent cannot exhaust the server', () => {
 
   it('an agent signing in again and again does not sign the operator’s browser out', async () => {
     const { url } = await startServer({ tokens: tokens() });
-    const signIn = async (token: string) => (await api(url, 'POST', '/api/session', { token })).headers.get('set-cookie')!.split(';')[0]!;
-    const operatorCookie = await signIn(OP);
+    // A session is its cookie and its key (session.ts).
+    const signIn = async (token: string) => {
+      const r = await api(url, 'POST', '/api/session', { token });
+      return { cookie: r.headers.get('set-cookie')!.split(';')[0]!, 'x-taskloop-session-key': r.json.session_key as string };
+    };
+    const operators = await signIn(OP);
     for (let i = 0; i < 1001; i++) await signIn(MALLORY);
-    const me = await api(url, 'GET', '/api/session', undefined, { cookie: operatorCookie });
+    const me = await api(url, 'GET', '/api/session', undefined, operators);
     expect(me.status).toBe(200);
     expect(me.json.actor).toMatchObject({ id: 'operator', role: 'operator' });
   });
