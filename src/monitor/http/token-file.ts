@@ -23,7 +23,7 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, mkdirSync, fchmodSync, fstatSync, fsyncSync, linkSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
-import { databasePath } from '../../engine/index.js';
+import { databasePath } from '../../engine/sqlite/connection.js';
 
 /** The token file of the server of a database: `<db>.http-token`, or `data/postgres-<hash>.http-token` for a URL. */
 export function tokenFileFor(dbPath: string): string {
