@@ -148,6 +148,8 @@ describe('browser sessions (how the board carries a credential)', () => {
     const other = await api(url, 'POST', '/api/session', { token: alice });
     expect((await api(url, 'GET', '/api/session', undefined, { ...stolen, 'x-taskloop-session-key': other.json.session_key })).status).toBe(401);
     expect((await api(url, 'GET', `/api/session?session_key=${key}`, undefined, stolen)).status).toBe(200);
+    // Only a GET takes the key in its URL (what a browser cannot send a header with): a write does not.
+    expect((await api(url, 'POST', `/api/tasks?session_key=${key}`, { title: 'key in the URL', attach: false }, stolen)).status).toBe(401);
 
     const out = await api(url, 'DELETE', '/api/session', undefined, cookie);
     expect(out.json).toEqual({ signed_out: true });

@@ -100,8 +100,9 @@ export const SESSION_KEY_PARAM = 'session_key';
 export function sessionKeyOf(req: IncomingMessage): string | undefined {
   const header = req.headers[SESSION_KEY_HEADER];
   if (typeof header === 'string') return header;
-  const at = (req.url ?? '').indexOf('?');
-  return at < 0 ? undefined : (new URLSearchParams((req.url ?? '').slice(at + 1)).get(SESSION_KEY_PARAM) ?? undefined);
+  // In the URL only where a browser cannot set a header (an EventSource, an image): a GET.
+  if (req.method !== 'GET' && req.method !== 'HEAD') return undefined;
+  return new URL(req.url ?? '/', 'http://localhost').searchParams.get(SESSION_KEY_PARAM) ?? undefined;
 }
 
 const signIn = z
