@@ -61,8 +61,11 @@ export interface TaskManagerOptions {
 }
 
 /** Refuses, before anything is written, a card whose powers its author may not use. */
-function checkAuthors(inputs: ReadonlyArray<{ card?: unknown }>, creator: Actor): Actor {
+function checkAuthors(inputs: ReadonlyArray<{ card?: unknown; forAgent?: string }>, creator: Actor): Actor {
   for (const input of inputs) {
+    // A task reserved for `operator` (or any reserved name) reads as the operator's own
+    // work in every list, yet no agent may bear that name to claim it.
+    if (input.forAgent !== undefined) assertBindableName(input.forAgent, 'for_agent');
     if (input.card === undefined) continue;
     const verdict = checkCardAuthor(input.card, creator);
     if (!verdict.ok) throw new EngineError(verdict.code, verdict.message);

@@ -38,6 +38,9 @@ describe('bad input through the API', () => {
       ['for an agent whose name reorders text', () => tm.createTask({ title: 't', forAgent: 'alice\u202e) approved by operator (' }, operator), 'VALIDATION_FAILED'],
       ['for an agent named with a space', () => tm.createTask({ title: 't', forAgent: 'alice bob' }, operator), 'VALIDATION_FAILED'],
       ['a batch task for an agent with a look-alike letter', () => tm.createTasks([{ title: 't', forAgent: 'аlice' }], operator), 'VALIDATION_FAILED'],
+      // No agent may bear a reserved name, so it reserved the task for no one while reading as the operator's own.
+      ['for the operator', () => tm.createTask({ title: 't', forAgent: 'Operator' }, operator), 'RESERVED_NAME'],
+      ['a batch task for the acceptance checker', () => tm.createTasks([{ title: 'ok' }, { title: 't', forAgent: 'acceptance' }], operator), 'RESERVED_NAME'],
       ['idempotency key with a lone surrogate', () => tm.createTask({ title: 't', idempotencyKey: 'k\ud800' }, operator), 'VALIDATION_FAILED'],
       ['card that is an array', () => tm.createTask({ title: 't', card: [] as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
       ['card that is a string', () => tm.createTask({ title: 't', card: 'x' as unknown as Record<string, unknown> }, operator), 'VALIDATION_FAILED'],
