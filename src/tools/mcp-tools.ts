@@ -11,6 +11,8 @@
  *   every target;
  * - a tool that needs something of the card (its `checkCard` finds problems with a card that
  *   grants nothing, e.g. a launch allowlist) is refused for the same reason;
+ * - an operatorOnly tool (the desktop's) is refused: only an operator's card may allow it, and
+ *   an MCP client is an agent;
  * - every call is still admitted by the tool's own `admit` against that card that grants
  *   nothing, runs within the tool's timeout and output cap, and passes the server's gate
  *   (the CLI's: task_enforcer, so a write tool needs a claimed or in-progress task).
@@ -36,6 +38,7 @@ export function whyNotServable(tool: Tool): string | null {
   }
   const problems = tool.checkCard(mcpCard(tool.name));
   if (problems.length > 0) return `tool ${tool.name} needs a card that configures it (${problems[0]}), so it is not served over MCP`;
+  if (tool.operatorOnly) return `tool ${tool.name} is operator-only (only a card an operator wrote may allow it), so it is not served to an agent over MCP`;
   return null;
 }
 

@@ -56,6 +56,12 @@ export interface ToolSpec<A extends Record<string, unknown>> {
    * a vision model. @defaultValue false
    */
   image?: boolean;
+  /**
+   * The tool reaches past anything a card can scope — the desktop shows and takes input for
+   * whatever the operator has open — so allowing it is a card power: only a card an operator
+   * wrote may list it in allowed_tools (checked when the run starts). @defaultValue false
+   */
+  operatorOnly?: boolean;
   /** What the card must provide for this tool (e.g. an allowlist): problems, [] when none. */
   checkCard?(card: TaskCard): string[];
   /** A per-call admission check against the card, made by the gate: a refusal, or null. */
@@ -73,6 +79,7 @@ export interface Tool {
   readonly idempotent: boolean;
   readonly target: { arg: string; scope: string } | null;
   readonly image: boolean;
+  readonly operatorOnly: boolean;
   checkCard(card: TaskCard): string[];
   admit(args: Record<string, unknown>, card: TaskCard): string | null;
   /** JSON Schema of the arguments, computed once. */
@@ -107,6 +114,7 @@ export function defineTool<A extends Record<string, unknown>>(spec: ToolSpec<A>)
     idempotent: spec.idempotent ?? false,
     target: spec.target ?? null,
     image: spec.image ?? false,
+    operatorOnly: spec.operatorOnly ?? false,
     checkCard: (card: TaskCard) => spec.checkCard?.(card) ?? [],
     admit: (args: Record<string, unknown>, card: TaskCard) => spec.admit?.(args as A, card) ?? null,
     parameters,

@@ -1,5 +1,5 @@
 /** Card checks that need the tool registry, on top of engine/cards.ts's own. */
-import { type CardCheck, EngineError, type TaskCard, checkCard } from '../engine/index.js';
+import { type ActorRole, type CardCheck, EngineError, type TaskCard, checkCard, mayUseCardPowers } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { hasVision, modelFor, visionModels } from './planners/models.js';
 
@@ -31,6 +31,22 @@ export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck
     if (!card.allowed_tools.includes(name)) problems.push(`approval.tools: ${name} is not in allowed_tools`);
   }
   return problems.length === 0 ? { ok: true, card } : { ok: false, problems, card };
+}
+
+/**
+ * A card power held by tools rather than card fields (a tool marked operatorOnly, e.g. the
+ * desktop's): a card no operator wrote may not allow one. The run ends rejected before any
+ * step (forbidden_card). Null when the author may.
+ */
+export function operatorOnlyRefusal(card: TaskCard, author: { role: ActorRole; id: string }, tools: ToolRegistry): EngineError | null {
+  if (mayUseCardPowers(author.role)) return null;
+  const held = card.allowed_tools.filter((name) => tools.get(name)?.operatorOnly === true);
+  if (held.length === 0) return null;
+  return new EngineError(
+    'FORBIDDEN',
+    `the card allows ${held.join(', ')}, which only a card an operator wrote may allow (this one is by ${author.role} ${author.id})`,
+    { tools: held },
+  );
 }
 
 /**

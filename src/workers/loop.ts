@@ -7,7 +7,7 @@
  */
 import { type CardCheck, type ControlState, type OpenRunResult, type Step, type TaskCard, checkCardAuthor } from '../engine/index.js';
 import { budgetOfTask, exhausted } from './budget.js';
-import { checkCardWithTools, visionRefusal } from './card-check.js';
+import { checkCardWithTools, operatorOnlyRefusal, visionRefusal } from './card-check.js';
 import { createJournal } from './journal.js';
 import { type LoopState, rebuildState } from './loop-state.js';
 import { resumeDecided, resumeInterrupted, resumeParked, settleStopped } from './loop-resume.js';
@@ -177,6 +177,8 @@ function unrunnable(ctx: LoopContext, checked: CardCheck): { stopReason: string;
   // task written past TaskManager is refused again here.
   const authored = checkCardAuthor(ctx.task.card, { role: ctx.task.creatorRole, id: ctx.task.creator });
   if (!authored.ok) return { stopReason: 'forbidden_card', message: `${authored.code}: ${authored.message}` };
+  const held = operatorOnlyRefusal(checked.card, { role: ctx.task.creatorRole, id: ctx.task.creator }, ctx.tools);
+  if (held !== null) return { stopReason: 'forbidden_card', message: `${held.code}: ${held.message}` };
   const blind = visionRefusal(checked.card, ctx.tools);
   if (blind !== null) return { stopReason: 'model_lacks_vision', message: `${blind.code}: ${blind.message}` };
   return null;

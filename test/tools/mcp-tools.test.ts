@@ -26,10 +26,13 @@ async function connect(db: string, ...args: string[]): Promise<Client> {
 }
 
 describe('the tools an MCP server may serve', () => {
-  it('refuses high-risk tools, tools that write a scoped target and tools that need a card; serves the rest beside the task tools', () => {
+  it('refuses high-risk tools, tools that write a scoped target, tools that need a card and operator-only tools (the desktop’s); serves the rest beside the task tools', () => {
     expect(whyNotServable(ticketTools.find((t) => t.name === 'notify_oncall')!)).toMatch(/high-risk/);
     expect(whyNotServable(ticketTools.find((t) => t.name === 'update_ticket_priority')!)).toMatch(/scope\.write_ticket_ids/);
     expect(whyNotServable(desktopTools.find((t) => t.name === 'launch_app')!)).toMatch(/launch_allowlist/);
+    for (const name of ['type_text', 'press_keys', 'click', 'screen_snapshot']) {
+      expect(whyNotServable(desktopTools.find((t) => t.name === name)!)).toMatch(new RegExp(`^tool ${name} is operator-only`));
+    }
     expect(whyNotServable(ticketTools.find((t) => t.name === 'get_ticket')!)).toBeNull();
     expect(mcpTools(basicTools).map((t) => t.name)).toEqual([...taskTools.map((t) => t.name), 'noop', 'echo', 'wait']);
     expect(() => mcpTools(ticketTools)).toThrow(/update_ticket_priority/);

@@ -4,6 +4,10 @@
  * host child process (client.ts); nothing here loads native code. Every call first checks
  * for a live X display and fails with DESKTOP_UNAVAILABLE without one.
  *
+ * Every desktop tool is operatorOnly: the display is the operator's session, beyond any
+ * scope a card can name, so an agent's card may neither watch it nor type, press or click
+ * into it (a keystroke into a terminal starts programs as surely as launch_app does).
+ *
  * `screen_snapshot` and `wait_for_window` only read; the others change the desktop and
  * count as write calls. None is idempotent: a write interrupted by a crash is an unknown
  * side effect, and the run asks a person rather than typing the text twice.
@@ -19,6 +23,7 @@ import type { WindowInfo } from './protocol.js';
 
 export const screenSnapshot = defineTool({
   name: 'screen_snapshot',
+  operatorOnly: true,
   description:
     'Takes a screenshot of the X display (attached to the next decision as an image) and lists the windows with their titles and geometry (x, y, width, height in screen pixels).',
   kind: 'read',
@@ -31,6 +36,7 @@ export const screenSnapshot = defineTool({
 
 export const waitForWindow = defineTool({
   name: 'wait_for_window',
+  operatorOnly: true,
   description:
     'Waits until a window whose title contains the given text (or, with exact, is exactly it) is on screen, and returns it with its geometry.',
   kind: 'read',
@@ -54,6 +60,7 @@ export const waitForWindow = defineTool({
 
 export const typeText = defineTool({
   name: 'type_text',
+  operatorOnly: true,
   description: 'Types the text into the window that has the keyboard focus (move the pointer there or click it first).',
   kind: 'write',
   timeoutMs: 120_000,
@@ -66,6 +73,7 @@ export const typeText = defineTool({
 
 export const pressKeys = defineTool({
   name: 'press_keys',
+  operatorOnly: true,
   description: 'Presses a key or a combination of keys together, e.g. "ctrl+s", "ctrl+shift+t", "enter", "alt+f4".',
   kind: 'write',
   args: z.object({
@@ -83,6 +91,7 @@ export const pressKeys = defineTool({
 
 export const click = defineTool({
   name: 'click',
+  operatorOnly: true,
   description: 'Moves the pointer to (x, y) in screen pixels and clicks there.',
   kind: 'write',
   args: z.object({
@@ -100,6 +109,7 @@ const LAUNCH_SETTLE_MS = 500;
 
 export const launchApp = defineTool({
   name: 'launch_app',
+  operatorOnly: true,
   description: "Starts a program with exactly one of the argument vectors in the card's launch_allowlist; returns its pid.",
   kind: 'write',
   args: z.object({ argv: z.array(z.string().min(1).max(4096)).min(1).max(64) }),
