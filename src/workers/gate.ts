@@ -33,6 +33,8 @@ export interface GateInput {
   breakerPolicy: BreakerPolicy;
   budget: Budget;
   usage: Usage;
+  /** The time of the call (ms since the epoch), against the budget's deadline. */
+  now: number;
   toolName: string;
   rawArgs: unknown;
   hooks: HookRegistry;
@@ -91,8 +93,15 @@ const LINKS: Record<GateLink, Link> = {
     return problem === null ? next() : refuse('scope', problem);
   },
   budget(c, next) {
-    if (c.tool.kind === 'write' && !writeAllowed(c.budget, c.usage)) {
+    if (c.tool.kind !== 'write') return next();
+    if (!writeAllowed(c.budget, c.usage)) {
       return refuse('budget', `the write budget of ${c.budget.maxWriteCalls} calls is spent`, { phase: 'budget_exhausted', stopReason: 'max_write_calls' });
+    }
+    // The loop checks the deadline between steps; a write can reach the gate later than that
+    // (after a slow decision, or approved by a person long after the run's time ran out), and
+    // none starts once it has passed. Reads still may: acceptance reads the final state.
+    if (c.budget.deadlineAt !== null && c.now >= c.budget.deadlineAt) {
+      return refuse('budget', `the run's deadline passed ${Math.round((c.now - c.budget.deadlineAt) / 1000)} s ago: no write starts after it`, { phase: 'budget_exhausted', stopReason: 'deadline' });
     }
     return next();
   },

@@ -53,6 +53,7 @@ describe('the gate: one ordered chain', () => {
         breakerPolicy: POLICY,
         budget: { maxSteps: 10, maxFailures: 3, maxWriteCalls: 2, maxPending: null, deadlineAt: null, maxTokens: null, maxCost: null },
         usage: { steps: 0, writeCalls: broken('budget') ? 2 : 0, pending: 0, tokens: 0, cost: 0, consecutiveFailures: 0 },
+        now: Date.now(),
         toolName: 'kv_set',
         rawArgs: broken('arguments') ? { key: 'a', value: 1 } : { file, key: broken('scope') ? 'b' : 'a', value: 1 },
         hooks,
@@ -73,7 +74,7 @@ describe('an approved call passes the whole gate again when its run resumes', ()
     await h.tm.createTask({ title: 'ticket', card: ticketCard('T-1024') }, operator);
     const hooks = createHookRegistry();
     await hooks.use(switchable(decide));
-    const run = async () => drive(loopContext(h, (await h.tm.claimTask({ agent: 'worker', start: true }))!, { hooks }));
+    const run = async (now: () => number = Date.now) => drive(loopContext(h, (await h.tm.claimTask({ agent: 'worker', start: true }))!, { hooks, now }));
     const parked = await run();
     expect(parked.result.phase).toBe('waiting_approval');
     const [approval] = await h.runs.listApprovals('pending');
@@ -87,6 +88,19 @@ describe('an approved call passes the whole gate again when its run resumes', ()
     const resumed = await run();
     expect(resumed.result).toMatchObject({ phase: 'failed', stopReason: 'breaker' });
     expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
+    expect(await h.runs.getApproval(approval.id)).toMatchObject({ state: 'approved' }); // not used
+  });
+
+  it('a call approved after the run’s deadline passed is not carried out: the run ends budget_exhausted / deadline', async () => {
+    const { h, tickets, approval, run } = await parkedTicket(() => 'pass');
+    // The card's deadline is 10m; the person approves 11 minutes after the run began.
+    const late = Date.now() + 11 * 60_000;
+    const resumed = await run(() => late);
+    expect(resumed.result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
+    expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
+    const parkedStep = (await h.runs.getRun(approval.runId)).steps.find((s) => s.id === approval.stepId)!;
+    expect(parkedStep).toMatchObject({ status: 'rejected' });
+    expect(parkedStep.error).toMatch(/^the run's deadline passed \d+ s ago: no write starts after it$/);
     expect(await h.runs.getApproval(approval.id)).toMatchObject({ state: 'approved' }); // not used
   });
 
