@@ -13,6 +13,8 @@ import type { Route } from '../monitor/http/router.js';
 import { createMetrics } from '../monitor/metrics.js';
 import { createMonitor } from '../monitor/monitor.js';
 import { type CliContext, UsageError } from './context.js';
+import type { PluginSpec } from '../plugins/load.js';
+import { checkModules } from '../workers/tool-modules.js';
 import { mcpServing } from './mcp-options.js';
 import { duration, integer, list, pluginSpecs } from './parse.js';
 import type { Run } from './task-commands.js';
@@ -27,6 +29,19 @@ export function portArg(text: string, flag: string): number {
   const port = integer(text, flag);
   if (port < 0 || port > 65_535) throw new EngineError('VALIDATION_FAILED', `${flag}: ${port} is not a port (0 to 65535; 0 picks a free one)`);
   return port;
+}
+
+/**
+ * `--tools` and `--plugin` are loaded once before anything starts: a module that cannot load,
+ * or a plugin that registers no hook, is a usage error (exit 2, its one line), as on `mcp`.
+ */
+export async function checkModuleOptions(toolModules: string[] | undefined, plugins: PluginSpec[]): Promise<void> {
+  try {
+    await checkModules(toolModules ?? [], plugins);
+  } catch (err) {
+    if (isEngineError(err)) throw err;
+    throw new UsageError(err instanceof Error ? err.message : String(err));
+  }
 }
 
 /**
@@ -125,6 +140,7 @@ export function registerServeCommand(program: Command, run: Run): void {
         const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
         const tm = ctx.manager();
         const runs = ctx.runs();
+        await checkModuleOptions(o.tools, pluginSpecs(o.plugin, o.pluginConfig));
         const mcp = o.mcp === false ? false : await mcpServing(tm, o.mcpTools, o.plugin, o.pluginConfig);
         const server = await startHttp(ctx, {
           mcp,

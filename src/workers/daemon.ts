@@ -17,6 +17,7 @@
 import { hostname } from 'node:os';
 import { BroadcastChannel, MessageChannel } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { checkModules } from './tool-modules.js';
 import {
   EngineError,
   type RunStore,
@@ -65,6 +66,9 @@ const FATAL_GRACE_MS = 2000;
 
 export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   checkDaemonOptions(opts);
+  const toolModules = opts.toolModules ?? [];
+  const plugins = opts.plugins ?? [{ module: 'task_enforcer' }];
+  await checkModules(toolModules, plugins);
   const log = opts.log ?? (() => undefined);
   const threads = opts.workers ?? 2;
   const concurrency = opts.concurrency ?? Math.max(DEFAULT_CONCURRENCY, threads);
@@ -104,8 +108,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     ...(schemaOid === undefined ? {} : { schemaOid }),
     durability: opts.durability ?? 'normal',
     daemonId: id,
-    toolModules: opts.toolModules ?? [],
-    plugins: opts.plugins ?? [{ module: 'task_enforcer' }],
+    toolModules,
+    plugins,
     writeLock,
     breaker: { ...DEFAULT_BREAKER, ...opts.breaker },
     claim: { agent, capabilities, queue, leaseMs },

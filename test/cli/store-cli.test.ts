@@ -135,6 +135,34 @@ describe('the CLI and the store’s faults', () => {
     }
   });
 
+  it('daemon and serve refuse a --tools or --plugin that cannot load before anything starts: exit 2, one line, no daemon row, nothing claimed', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    await seeded(path, ['a']);
+    const silent = join(ROOT, 'test/fixtures/silent-plugin.mjs');
+    const cases: Array<[string[], RegExp]> = [
+      [['daemon', '--plugin', join(dir, 'missing.mjs')], /^taskloop: plugin module .*missing\.mjs failed to load: Cannot find module/],
+      [['daemon', '--tools', join(dir, 'nope.mjs')], /^taskloop: tool module .*nope\.mjs failed to load: Cannot find module/],
+      [['daemon', '--plugin', silent], /^taskloop: plugin silent registered no hooks/],
+      [['daemon', '--tools', TEST_TOOLS, '--tools', TEST_TOOLS], /^taskloop: .*registered twice/],
+      [['serve', '--port', '0', '--tools', join(dir, 'nope.mjs')], /^taskloop: tool module .*nope\.mjs failed to load/],
+      [['serve', '--port', '0', '--plugin', silent, '--no-mcp'], /^taskloop: plugin silent registered no hooks/],
+    ];
+    for (const [args, message] of cases) {
+      const refused = await spawnCli(['--db', path, ...args]);
+      expect(refused.code, `${args.join(' ')}: ${refused.stderr}`).toBe(2);
+      expect(refused.stderr.split('\n'), args.join(' ')).toHaveLength(1);
+      expect(refused.stderr).toMatch(message);
+    }
+    const store = createSqliteStore({ path, readonly: true });
+    try {
+      expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
+      expect(store.db.prepare('SELECT state FROM tasks').pluck().all()).toEqual(['pending']);
+    } finally {
+      await store.close();
+    }
+  });
+
   it('taskloop backup writes a copy of a live database that opens with the same tasks, and never overwrites a file', async () => {
     const dir = tempDir();
     const path = join(dir, 'tasks.db');

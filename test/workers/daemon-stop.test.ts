@@ -6,6 +6,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { createSqliteRunStore, type SqliteTaskStore } from '../../src/engine/index.js';
 import { startDaemon } from '../../src/workers/daemon.js';
 import { ROOT, freshManager, operator, waitFor } from '../helpers.js';
 import { daemonCard } from './daemon-helpers.js';
@@ -30,6 +31,18 @@ describe('a daemon that stops with a run still busy', () => {
       expect([...swept.requeued, ...swept.failed], `round ${round}`).toContain(task.id);
       await tm.cancelTask({ taskId: task.id, actor: operator });
     }
+    await tm.close();
+  });
+});
+
+describe('a daemon whose modules cannot load', () => {
+  it('startDaemon rejects with the module’s one-line error before it registers or starts a thread', async () => {
+    const tm = freshManager();
+    await expect(startDaemon({ dbPath: tm.path, workers: 1, plugins: [{ module: join(ROOT, 'test/fixtures/silent-plugin.mjs') }], log: () => undefined })).rejects.toThrow(
+      /^plugin silent registered no hooks/,
+    );
+    await expect(startDaemon({ dbPath: tm.path, workers: 1, toolModules: [join(tm.path, '..', 'nope.mjs')], log: () => undefined })).rejects.toThrow(/^tool module .*nope\.mjs failed to load/);
+    expect(await createSqliteRunStore(tm.store as SqliteTaskStore).daemons()).toEqual([]);
     await tm.close();
   });
 });
