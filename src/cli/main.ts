@@ -113,6 +113,8 @@ export async function runCli(argv: string[], io: CliIo = defaultIo): Promise<num
   } catch (err) {
     if (err instanceof CommanderError) {
       if (err.exitCode === 0) return 0; // --help, --version
+      // No subcommand (`taskloop`, `taskloop task`): commander has printed the help to stderr.
+      if (err.code === 'commander.help') return 2;
       fail('USAGE', err.message.replace(/^error: /, ''), 2);
     } else {
       fail('INTERNAL', err instanceof Error ? err.message : String(err), 1);

@@ -99,4 +99,13 @@ describe('the real binary', () => {
     const r = await spawnCli(['--version']);
     expect(r).toMatchObject({ code: 0, stdout: version });
   });
+
+  it('no subcommand prints the help on stderr and exits 2, with no stray error line', async () => {
+    for (const args of [[], ['task'], ['approvals']]) {
+      const r = await spawnCli(args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toMatch(/^Usage: taskloop/);
+      expect(r.stderr).not.toMatch(/outputHelp|^taskloop: /m);
+    }
+  });
 });
