@@ -74,6 +74,13 @@ export async function startHttp(ctx: CliContext, opts: HttpServerOptions): Promi
   } catch (err) {
     metrics.close();
     monitor.close();
+    // A port that is taken or not ours to bind is the command line's to change, not a fault.
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      const where = `${opts.host ?? '127.0.0.1'}:${opts.port ?? 7070}`;
+      const why = code === 'EADDRINUSE' ? 'is in use (another server?)' : code === 'EACCES' ? 'may not be bound by this user' : 'is not an address of this machine';
+      throw new UsageError(`${where} ${why}: pick another port, or 0 for a free one`);
+    }
     throw err;
   }
   process.stderr.write(`listening on ${server.url}\n`);

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { tokenFileFor } from '../../src/monitor/http/token-file.js';
@@ -101,6 +102,17 @@ describe('taskloop serve', () => {
     expect(reserved.code).toBe(1);
     expect(reserved.stderr).toMatch(/^taskloop: RESERVED_NAME: TASKLOOP_TOKENS entry 1: 'Operator' is reserved/);
     expect(reserved.stderr).not.toContain('tok-0123456789abcdef');
+
+    // A port another server holds: one line naming it (it was INTERNAL, exit 1), for serve and daemon --http.
+    const holder = createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    onTestFinished(() => void holder.close());
+    const taken = (holder.address() as AddressInfo).port;
+    for (const args of [['serve', '--port', String(taken)], ['daemon', '--workers', '1', '--http', String(taken)]]) {
+      const busy = await spawnCli(['--db', tm.path, ...args], { env: NO_TOKENS });
+      expect(busy.code, args.join(' ')).toBe(2);
+      expect(busy.stderr.split('\n').filter((l) => l.startsWith('taskloop: '))).toEqual([`taskloop: 127.0.0.1:${taken} is in use (another server?): pick another port, or 0 for a free one`]);
+    }
   });
 
   it('daemon --http serves the same API in the daemon process, under the same token: attached tasks run in its stream, others on its workers', async () => {
