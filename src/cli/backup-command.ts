@@ -6,7 +6,7 @@
  * a live database). The copy never overwrites a file, and is checked (quick_check) before
  * the command reports success; a copy that failed is removed.
  */
-import { closeSync, openSync, rmSync, statSync } from 'node:fs';
+import { closeSync, existsSync, openSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
 import { EngineError, createSqliteStore, storeError } from '../engine/index.js';
@@ -39,6 +39,7 @@ export function registerBackupCommand(program: Command, run: Run): void {
           } finally {
             await copy.close();
           }
+          removeEmptyWal(file);
         } catch (err) {
           rmSync(file, { force: true });
           throw storeError(err, file, 'backup');
@@ -47,4 +48,17 @@ export function registerBackupCommand(program: Command, run: Run): void {
         ctx.out({ file, pages, bytes }, () => `backed up ${ctx.dbPath} to ${file} (${pages} pages, ${bytes} bytes, quick_check ok)`);
       }),
     );
+}
+
+/**
+ * The copy is a WAL database (its header says so), and the check opened it: that leaves an
+ * empty -wal and a -shm beside it, which belong to no one and make a one-file backup look
+ * like three. The pages are all in the main file (the online backup writes there), so an
+ * empty -wal and its index go; a -wal with anything in it is left as it is.
+ */
+function removeEmptyWal(file: string): void {
+  const wal = `${file}-wal`;
+  if (existsSync(wal) && statSync(wal).size > 0) return;
+  rmSync(wal, { force: true });
+  rmSync(`${file}-shm`, { force: true });
 }

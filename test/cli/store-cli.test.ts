@@ -175,6 +175,8 @@ describe('the CLI and the store’s faults', () => {
       const r = await spawnCli(['--db', path, 'backup', backup]);
       expect(r.code, r.stderr).toBe(0);
       expect(r.stdout).toMatch(new RegExp(`^backed up ${path} to ${backup} \\(\\d+ pages, \\d+ bytes, quick_check ok\\)$`));
+      // One file: the check's empty -wal and -shm are not left beside it.
+      expect(readdirSync(dir).filter((f) => f.startsWith('backup.db'))).toEqual(['backup.db']);
 
       const copy = createTaskManager({ store: createSqliteStore({ path: backup, readonly: true }) });
       try {
