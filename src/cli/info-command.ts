@@ -4,7 +4,7 @@
  * STORE_NOT_FOUND, and nothing is created.
  */
 import type { Command } from 'commander';
-import type { StoreInfo } from '../engine/index.js';
+import { type StoreInfo, toWireStoreInfo } from '../engine/index.js';
 import type { Run } from './task-commands.js';
 
 function infoText(i: StoreInfo): string {
@@ -27,7 +27,7 @@ export function registerInfoCommand(program: Command, run: Run): void {
     .action(async (_o, cmd: Command) =>
       run(cmd, async (ctx) => {
         const info = await ctx.manager().store.info();
-        ctx.out(info, () => infoText(info));
+        ctx.out(toWireStoreInfo(info), () => infoText(info));
       }),
     );
 }

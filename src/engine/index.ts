@@ -19,7 +19,7 @@ export { DEFAULT_LEASE_MS } from './sqlite/claim.js';
 export { DEFAULT_QUEUE, DEFAULT_MAX_ATTEMPTS } from './sqlite/create.js';
 /** @internal */
 export type { Durability } from './sqlite/connection.js';
-export { toWireTask, toWireEvent, toWireRun, toWireApproval, toWireStep, type WireTask, type WireEvent } from './wire.js';
+export { toWireTask, toWireEvent, toWireRun, toWireApproval, toWireStep, toWireStoreInfo, type WireTask, type WireEvent } from './wire.js';
 export * from './runs.js';
 export type * from './run-store.js';
 /** @internal */

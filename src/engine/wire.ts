@@ -5,6 +5,7 @@
 import type { Approval } from './approvals.js';
 import type { Budget, Run, Step } from './runs.js';
 import type { ClaimedTask, Task, TaskEvent } from './types.js';
+import type { StoreInfo } from './store.js';
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
@@ -79,6 +80,18 @@ export function toWireEvent(event: TaskEvent): WireEvent {
   };
 }
 
+export function toWireStoreInfo(i: StoreInfo): Record<string, unknown> {
+  const c = i.capabilities;
+  return {
+    kind: i.kind,
+    location: i.location,
+    version: i.version,
+    schema_version: i.schemaVersion,
+    known_schema_version: i.knownSchemaVersion,
+    readonly: i.readonly,
+    capabilities: { multiple_hosts: c.multipleHosts, pid_liveness: c.pidLiveness, push_wakeups: c.pushWakeups, skip_locked: c.skipLocked },
+  };
+}
 
 export function toWireBudget(b: Budget): Record<string, unknown> {
   return {

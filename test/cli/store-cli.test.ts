@@ -209,10 +209,10 @@ describe('taskloop info', () => {
     expect(info).toMatchObject({
       kind: 'sqlite',
       location: db,
-      schemaVersion: MIGRATIONS.length,
-      knownSchemaVersion: MIGRATIONS.length,
+      schema_version: MIGRATIONS.length,
+      known_schema_version: MIGRATIONS.length,
       readonly: true,
-      capabilities: { multipleHosts: false, pidLiveness: true, pushWakeups: true, skipLocked: false },
+      capabilities: { multiple_hosts: false, pid_liveness: true, push_wakeups: true, skip_locked: false },
     });
     expect(String(info.version)).toMatch(/^3\.\d+\.\d+$/);
   });

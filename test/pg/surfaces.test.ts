@@ -25,7 +25,7 @@ describe('the surfaces on PostgreSQL', () => {
     expect(events.code, events.stderr).toBe(0);
     expect(events.stdout.split('\n').map((l) => (JSON.parse(l) as { type: string }).type)).toEqual(['task.created', 'task.claimed', 'task.transitioned']);
     const info = await cliJson<{ kind: string; capabilities: Record<string, boolean> }>(db, 'info');
-    expect(info).toMatchObject({ kind: 'postgres', capabilities: { multipleHosts: true, skipLocked: true } });
+    expect(info).toMatchObject({ kind: 'postgres', capabilities: { multiple_hosts: true, skip_locked: true } });
     expect((await tm.getTask(created.task.id)).state).toBe('in_progress');
   });
 
