@@ -4,7 +4,14 @@
 # the operator accept it, which releases the second.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-say() { echo "\$ taskloop $*" >&2; }
+# Echoes the command as typed: an argument with a space is shown in its quotes.
+say() {
+  local out='$ taskloop' a
+  for a in "$@"; do
+    if [[ $a == *[[:space:]]* ]]; then out+=" \"$a\""; else out+=" $a"; fi
+  done
+  echo "$out" >&2
+}
 tl() { say "$@"; ./bin/taskloop "$@"; }
 field() { node -e 'console.log(JSON.parse(process.argv[1])[process.argv[2]])' "$1" "$2"; }
 
