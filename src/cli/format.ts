@@ -8,13 +8,27 @@ function pad(s: string, n: number): string {
   return s.length >= n ? s : s + ' '.repeat(n - s.length);
 }
 
-export function taskLine(t: Task): string {
-  return `${pad(`#${t.id}`, 7)} ${pad(t.state, 11)} ${pad(String(t.priority), 5)} ${pad(p(t.assignee ?? '-'), 14)} ${p(t.title)}`;
+/** Column widths: at least these, wider when a value in the table is (an agent's long name). */
+interface Widths {
+  id: number;
+  prio: number;
+  assignee: number;
+}
+const MIN_WIDTHS: Widths = { id: 7, prio: 5, assignee: 14 };
+
+export function taskLine(t: Task, w: Widths = MIN_WIDTHS): string {
+  return `${pad(`#${t.id}`, w.id)} ${pad(t.state, 11)} ${pad(String(t.priority), w.prio)} ${pad(p(t.assignee ?? '-'), w.assignee)} ${p(t.title)}`;
 }
 
 export function taskTable(tasks: Task[]): string {
   if (tasks.length === 0) return 'no tasks';
-  return [`${pad('ID', 7)} ${pad('STATE', 11)} ${pad('PRIO', 5)} ${pad('ASSIGNEE', 14)} TITLE`, ...tasks.map(taskLine)].join('\n');
+  const widest = (min: number, of: (t: Task) => string) => Math.max(min, ...tasks.map((t) => of(t).length + 1));
+  const w: Widths = {
+    id: widest(MIN_WIDTHS.id, (t) => `#${t.id}`),
+    prio: widest(MIN_WIDTHS.prio, (t) => String(t.priority)),
+    assignee: widest(MIN_WIDTHS.assignee, (t) => p(t.assignee ?? '-')),
+  };
+  return [`${pad('ID', w.id)} ${pad('STATE', 11)} ${pad('PRIO', w.prio)} ${pad('ASSIGNEE', w.assignee)} TITLE`, ...tasks.map((t) => taskLine(t, w))].join('\n');
 }
 
 export function eventLine(e: TaskEvent): string {

@@ -100,6 +100,19 @@ describe('the real binary', () => {
     expect(r).toMatchObject({ code: 0, stdout: version });
   });
 
+  it('task list keeps its columns when an agent’s name is longer than the column (titles line up)', async () => {
+    const db = join(tempDir(), 't.db');
+    const long = 'daemon-build-host-12345-with-a-long-name';
+    await cli(db, 'task', 'create', '--title', 'first');
+    await cli(db, 'task', 'create', '--title', 'second', '--priority', '-1000');
+    expect((await cli(db, '--as', long, 'task', 'claim')).code).toBe(0);
+    const lines = (await cli(db, 'task', 'list')).stdout.split('\n');
+    expect(lines).toHaveLength(3);
+    const at = lines[0]!.indexOf('TITLE');
+    expect(lines.slice(1).map((l) => l.slice(at))).toEqual(['first', 'second']);
+    expect(lines[1]).toContain(`${long} `);
+  });
+
   it('no subcommand prints the help on stderr and exits 2, with no stray error line', async () => {
     for (const args of [[], ['task'], ['approvals']]) {
       const r = await spawnCli(args);
