@@ -5,19 +5,10 @@ import { type DaemonOptions, checkDaemonOptions, startDaemon } from '../workers/
 import { UsageError } from './context.js';
 import { checkModuleOptions, portArg, startHttp } from './serve-command.js';
 import type { Run } from './task-commands.js';
-import { duration, integer, list, pluginSpecs, taskIdArg } from './parse.js';
+import { duration, integer, list, pluginSpecs, taskIdArg, usage } from './parse.js';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-/** Parses and checks every option before anything is opened: a wrong one is a usage error (exit 2). */
-function usage<T>(parse: () => T): T {
-  try {
-    return parse();
-  } catch (err) {
-    if (isEngineError(err) && err.code === 'VALIDATION_FAILED') throw new UsageError(err.message);
-    throw err;
-  }
-}
 
 export function registerDaemonCommands(program: Command, run: Run): void {
   program

@@ -1,6 +1,7 @@
 /** Turning CLI strings into typed values; each failure is a VALIDATION_FAILED naming the flag. */
 import { readFileSync } from 'node:fs';
-import { EngineError, LIMITS, assertTextDepth, parseDuration, parseTime } from '../engine/index.js';
+import { EngineError, LIMITS, assertTextDepth, isEngineError, parseDuration, parseTime } from '../engine/index.js';
+import { UsageError } from './context.js';
 
 export function integer(text: string, flag: string): number {
   if (!/^-?\d{1,16}$/.test(text.trim())) throw new EngineError('VALIDATION_FAILED', `${flag}: '${text}' is not an integer`);
@@ -52,4 +53,18 @@ export function jsonObjectFrom(source: string, what: string): Record<string, unk
 export function pluginSpecs(modules: string[] | undefined, configFile: string | undefined): Array<{ module: string; options: Record<string, unknown> }> {
   const config = configFile === undefined ? {} : jsonObjectFrom(configFile, '--plugin-config');
   return (modules ?? ['task_enforcer']).map((module) => ({ module, options: (config[module] as Record<string, unknown> | undefined) ?? {} }));
+}
+
+/**
+ * Parses and checks a process's options (a daemon's, a server's) before anything is opened:
+ * a wrong one is a usage error (exit 2), as a missing or unknown option is. Values the engine
+ * judges (a card, a priority, a task id) stay VALIDATION_FAILED, exit 1.
+ */
+export function usage<T>(parse: () => T): T {
+  try {
+    return parse();
+  } catch (err) {
+    if (isEngineError(err) && err.code === 'VALIDATION_FAILED') throw new UsageError(err.message);
+    throw err;
+  }
 }

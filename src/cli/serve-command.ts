@@ -14,9 +14,10 @@ import { createMetrics } from '../monitor/metrics.js';
 import { createMonitor } from '../monitor/monitor.js';
 import { type CliContext, UsageError } from './context.js';
 import type { PluginSpec } from '../plugins/load.js';
+import { checkDaemonOptions } from '../workers/daemon-options.js';
 import { checkModules } from '../workers/tool-modules.js';
 import { mcpServing } from './mcp-options.js';
-import { duration, integer, list, pluginSpecs } from './parse.js';
+import { duration, integer, list, pluginSpecs, usage } from './parse.js';
 import type { Run } from './task-commands.js';
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -144,22 +145,34 @@ export function registerServeCommand(program: Command, run: Run): void {
     .option('--grace <duration>', 'how long attached runs may take to reach a step boundary at shutdown (default 10s)')
     .action(async (o, cmd: Command) =>
       run(cmd, async (ctx) => {
-        const graceMs = o.grace === undefined ? 10_000 : duration(o.grace, '--grace');
+        const parsed = usage(() => {
+          const leaseMs = o.lease === undefined ? undefined : duration(o.lease, '--lease');
+          // The lease and the agent obey the daemon's rules: attached runs are claimed as a daemon's are.
+          checkDaemonOptions({ dbPath: ctx.dbPath, leaseMs, agent: o.agent }, { leaseMs: '--lease', agent: '--agent' });
+          return {
+            graceMs: o.grace === undefined ? 10_000 : duration(o.grace, '--grace'),
+            port: o.port === undefined ? undefined : portArg(o.port, '--port'),
+            leaseMs,
+            capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
+            plugins: pluginSpecs(o.plugin, o.pluginConfig),
+          };
+        });
+        const { graceMs, plugins } = parsed;
         const tm = ctx.manager();
         const runs = ctx.runs();
-        await checkModuleOptions(o.tools, pluginSpecs(o.plugin, o.pluginConfig));
+        await checkModuleOptions(o.tools, plugins);
         const mcp = o.mcp === false ? false : await mcpServing(tm, o.mcpTools, o.plugin, o.pluginConfig);
         const server = await startHttp(ctx, {
           mcp,
           tm,
           runs,
           host: o.host,
-          port: o.port === undefined ? undefined : portArg(o.port, '--port'),
+          port: parsed.port,
           agent: o.agent,
-          capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
-          leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
+          capabilities: parsed.capabilities,
+          leaseMs: parsed.leaseMs,
           toolModules: o.tools,
-          plugins: pluginSpecs(o.plugin, o.pluginConfig),
+          plugins,
         });
         const stopSweeping = startSweeping(tm, runs, ctx);
         await untilSignal(ctx);

@@ -80,14 +80,17 @@ describe('taskloop serve', () => {
     expect((await api(configured.url, 'GET', '/api/health', undefined, served.op.headers)).status).toBe(401);
   });
 
-  it('refuses to bind off loopback without a token (exit 2), a bad port (exit 1), an untrusted token file (exit 2) and a reserved name in TASKLOOP_TOKENS (exit 1)', async () => {
+  it('refuses to bind off loopback without a token (exit 2), a bad port, grace or lease (exit 2), an untrusted token file (exit 2) and a reserved name in TASKLOOP_TOKENS (exit 1)', async () => {
     const tm = freshManager();
     const open = await spawnCli(['--db', tm.path, 'serve', '--host', '0.0.0.0', '--port', '0'], { env: NO_TOKENS });
     expect(open.code).toBe(2);
     expect(open.stderr).toMatch(/refusing to serve on 0\.0\.0\.0 without a token: set TASKLOOP_TOKEN/);
-    const port = await spawnCli(['--db', tm.path, 'serve', '--port', '70000']);
-    expect(port.code).toBe(1);
-    expect(port.stderr).toMatch(/VALIDATION_FAILED: --port/);
+    // An option of the process is a usage error (exit 2), as on daemon; nothing is opened first.
+    for (const bad of [['--port', '70000'], ['--grace', 'soon'], ['--lease', '0s'], ['--agent', ' ']]) {
+      const refused = await spawnCli(['--db', tm.path, 'serve', ...bad]);
+      expect(refused.code, bad.join(' ')).toBe(2);
+      expect(refused.stderr).toMatch(new RegExp(`^taskloop: ${bad[0]}`));
+    }
 
     const dir = tempDir();
     const planted = join(dir, 'planted.db');
