@@ -86,10 +86,12 @@ export function createMetrics(sources: MetricsSources): Metrics {
   });
   new Gauge({
     name: 'taskloop_daemons',
-    help: 'Daemons registered with a heartbeat, now.',
+    help: 'Daemons (processes with worker threads) registered with a heartbeat, now.',
     registers: [registry],
     async collect() {
-      this.set((await runs.daemons()).length);
+      // An HTTP server that holds attached runs registers a row of no threads for its
+      // leases; it is no daemon (and `daemon --http` would count twice).
+      this.set((await runs.daemons()).filter((d) => d.threads > 0).length);
     },
   });
   new Gauge({

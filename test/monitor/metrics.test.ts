@@ -106,6 +106,11 @@ describe('monitor and metrics', () => {
     const lint = promtool(text);
     expect(lint, text).toEqual({ status: 0, output: '' });
 
+    // A daemon counts; a server's row for its attached runs (no threads) does not.
+    await h.runs.registerDaemon({ id: 'd-1', host: 'h', pid: process.pid, agent: 'daemon-a', threads: 2 });
+    await h.runs.registerDaemon({ id: 's-1', host: 'h', pid: process.pid, agent: 'http-a', threads: 0 });
+    expect(sample(await scrape(), 'taskloop_daemons')).toBe(1);
+
     expect(sample(text, 'taskloop_tasks{state="completed"}')).toBe(2);
     expect(sample(text, 'taskloop_tasks{state="failed"}')).toBe(1);
     expect(sample(text, 'taskloop_tasks{state="waiting"}')).toBe(1);
