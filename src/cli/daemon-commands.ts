@@ -9,7 +9,6 @@ import { duration, integer, list, pluginSpecs, taskIdArg, usage } from './parse.
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
-
 export function registerDaemonCommands(program: Command, run: Run): void {
   program
     .command('daemon')

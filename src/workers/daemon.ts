@@ -17,7 +17,6 @@
 import { hostname } from 'node:os';
 import { BroadcastChannel, MessageChannel } from 'node:worker_threads';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { checkModules } from './tool-modules.js';
 import {
   EngineError,
   type RunStore,
@@ -43,6 +42,7 @@ import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
 import { createSeats, drainSeats, releaseThread } from './seats.js';
+import { checkModules } from './tool-modules.js';
 import { type DaemonBroadcast, type RunEnding, type ThreadNote, type WorkerConfig, channelName } from './protocol.js';
 
 export interface Daemon {
