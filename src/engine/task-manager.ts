@@ -124,13 +124,14 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
     async cancelTask(input) {
       const parsed = S.parse(S.transitionInput, { ...input, to: 'cancelled' }, 'cancel') as TransitionInput;
       assertActorName(parsed.actor, 'cancel');
+      // An agent learns nothing of a task it may not read, not even its state: the same
+      // FORBIDDEN whatever the state (the move's own refusal would say completed or failed).
+      if (parsed.actor.role === 'agent') assertReadable(parsed.actor, await store.getTask(parsed.taskId, false));
       return publish(await store.transition(parsed));
     },
     async getTask(id, o = {}) {
       const task = await store.getTask(S.parse(S.taskId, id, 'task id'), true);
-      if (o.as !== undefined && !mayRead(o.as, task)) {
-        throw new EngineError('FORBIDDEN', `task ${task.id} is not yours to read: ${o.as.role} ${o.as.id} did not create it, does not hold it and may not claim it`, { task_id: task.id });
-      }
+      if (o.as !== undefined) assertReadable(o.as, task);
       return task;
     },
     findTasks: async (query = {}) => store.findTasks(S.parse(S.findTasksQuery, query, 'list')),
@@ -141,4 +142,10 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
     follow: (o) => hub.follow(o),
     close: () => store.close(),
   };
+}
+
+function assertReadable(actor: Actor, task: Task): void {
+  if (!mayRead(actor, task)) {
+    throw new EngineError('FORBIDDEN', `task ${task.id} is not yours to read: ${actor.role} ${actor.id} did not create it, does not hold it and may not claim it`, { task_id: task.id });
+  }
 }

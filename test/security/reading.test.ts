@@ -105,3 +105,28 @@ describe('a stream stops when its reader loses the right to read', () => {
     expect(JSON.stringify(stream.events)).not.toContain('SECRET-STEP-ARG');
   });
 });
+
+describe('a cancel of a task the agent may not read', () => {
+  it('answers the same FORBIDDEN whatever the task’s state, and changes nothing', async () => {
+    const h = harness();
+    const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
+    const held = await made('held by the worker');
+    await h.tm.claimTask({ agent: 'worker', taskId: held });
+    const done = await made('completed');
+    await h.tm.transitionTask({ taskId: done, to: 'cancelled', actor: operator });
+    const answers = [];
+    for (const id of [held, done]) {
+      const before = await h.tm.getTask(id);
+      const refused = await h.tm.cancelTask({ taskId: id, actor: agent('mallory') }).catch((err: { code: string; message: string }) => err);
+      answers.push([(refused as { code: string }).code, (refused as { message: string }).message.replace(String(id), 'N')]);
+      const after = await h.tm.getTask(id);
+      expect([after.state, after.events.length]).toEqual([before.state, before.events.length]);
+    }
+    // The move's own refusal told the two apart (FORBIDDEN against INVALID_TRANSITION from cancelled).
+    expect(answers[0]).toEqual(answers[1]);
+    expect(answers[0]![0]).toBe('FORBIDDEN');
+    // Her own task she may still cancel.
+    const hers = (await h.tm.createTask({ title: 'mine', card: loopCard() }, agent('mallory'))).task.id;
+    expect((await h.tm.cancelTask({ taskId: hers, actor: agent('mallory') })).state).toBe('cancelled');
+  });
+});
