@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { type ControlState, isEngineError } from '../engine/index.js';
 import { type DaemonOptions, checkDaemonOptions, startDaemon } from '../workers/daemon.js';
 import { UsageError } from './context.js';
-import { checkModuleOptions, portArg, startHttp } from './serve-command.js';
+import { asUsage, portArg, startHttp } from './serve-command.js';
 import type { Run } from './task-commands.js';
 import { duration, integer, list, pluginSpecs, taskIdArg, usage } from './parse.js';
 
@@ -59,8 +59,8 @@ export function registerDaemonCommands(program: Command, run: Run): void {
         let shutdown = (signal: string): void => void (asked ??= signal);
         process.once('SIGINT', () => shutdown('SIGINT'));
         process.once('SIGTERM', () => shutdown('SIGTERM'));
-        await checkModuleOptions(options.toolModules, options.plugins ?? []);
-        const daemon = await startDaemon(options);
+        // startDaemon loads --tools and --plugin in a throwaway thread first: one that will not load is a usage error.
+        const daemon = await startDaemon(options).catch(asUsage);
         const server = httpPort === undefined
           ? undefined
           : await startHttp(ctx, {

@@ -15,7 +15,7 @@ import { createMonitor } from '../monitor/monitor.js';
 import { type CliContext, UsageError } from './context.js';
 import type { PluginSpec } from '../plugins/load.js';
 import { checkDaemonOptions } from '../workers/daemon-options.js';
-import { checkModules } from '../workers/tool-modules.js';
+import { ModuleLoadError, checkModules } from '../workers/module-check.js';
 import { mcpServing } from './mcp-options.js';
 import { duration, integer, list, pluginSpecs, usage } from './parse.js';
 import type { Run } from './task-commands.js';
@@ -37,12 +37,12 @@ export function portArg(text: string, flag: string): number {
  * or a plugin that registers no hook, is a usage error (exit 2, its one line), as on `mcp`.
  */
 export async function checkModuleOptions(toolModules: string[] | undefined, plugins: PluginSpec[]): Promise<void> {
-  try {
-    await checkModules(toolModules ?? [], plugins);
-  } catch (err) {
-    if (isEngineError(err)) throw err;
-    throw new UsageError(err instanceof Error ? err.message : String(err));
-  }
+  await checkModules(toolModules ?? [], plugins).catch(asUsage);
+}
+
+/** A module that would not load is a usage error (exit 2); anything else is rethrown. */
+export function asUsage(err: unknown): never {
+  throw err instanceof ModuleLoadError ? new UsageError(err.message) : err;
 }
 
 /**

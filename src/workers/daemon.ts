@@ -42,7 +42,7 @@ import { DEFAULT_BREAKER } from './runner.js';
 import { runSchedulerTick } from './scheduler.js';
 import { type Pool, createPool } from './pool.js';
 import { createSeats, drainSeats, releaseThread } from './seats.js';
-import { checkModules } from './tool-modules.js';
+import { checkModules } from './module-check.js';
 import { type DaemonBroadcast, type RunEnding, type ThreadNote, type WorkerConfig, channelName } from './protocol.js';
 
 export interface Daemon {

@@ -2,7 +2,6 @@
 import { existsSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { type PluginSpec, loadPlugins } from '../plugins/load.js';
 import { builtInTools } from '../tools/builtin.js';
 import { type Tool, type ToolRegistry, createToolRegistry } from '../tools/registry.js';
 
@@ -34,13 +33,3 @@ export async function loadToolModules(modules: string[]): Promise<Tool[]> {
   return loaded;
 }
 
-/**
- * Loads the tool modules and the plugins once, so a configuration that cannot load (a
- * missing module, a plugin that registers no hook, a tool name taken twice) is refused
- * before any thread starts, rather than failing every thread and being retried for ever.
- * Each thread loads them again for itself. Throws the one-line Error of the first problem.
- */
-export async function checkModules(toolModules: string[], plugins: PluginSpec[]): Promise<void> {
-  await loadTools(toolModules);
-  await loadPlugins(plugins);
-}

@@ -4,12 +4,12 @@
  */
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { ROOT, operator, tempDir } from '../helpers.js';
-import { TEST_TOOLS } from '../workers/daemon-helpers.js';
+import { TEST_TOOLS, startDaemonProcess } from '../workers/daemon-helpers.js';
 import { type CliResult, cli, cliJson, spawnCli } from './helpers.js';
 import { MIGRATIONS } from '../../src/engine/sqlite/migrations.js';
 
@@ -140,6 +140,10 @@ describe('the CLI and the store’s faults', () => {
     const path = join(dir, 'tasks.db');
     await seeded(path, ['a']);
     const silent = join(ROOT, 'test/fixtures/silent-plugin.mjs');
+    const module = (name: string, text: string) => {
+      writeFileSync(join(dir, name), text);
+      return join(dir, name);
+    };
     const cases: Array<[string[], RegExp]> = [
       [['daemon', '--plugin', join(dir, 'missing.mjs')], /^taskloop: plugin module .*missing\.mjs failed to load: Cannot find module/],
       [['daemon', '--tools', join(dir, 'nope.mjs')], /^taskloop: tool module .*nope\.mjs failed to load: Cannot find module/],
@@ -147,6 +151,10 @@ describe('the CLI and the store’s faults', () => {
       [['daemon', '--tools', TEST_TOOLS, '--tools', TEST_TOOLS], /^taskloop: .*registered twice/],
       [['serve', '--port', '0', '--tools', join(dir, 'nope.mjs')], /^taskloop: tool module .*nope\.mjs failed to load/],
       [['serve', '--port', '0', '--plugin', silent, '--no-mcp'], /^taskloop: plugin silent registered no hooks/],
+      // Loads in a main thread but not in the daemon's worker threads.
+      [['daemon', '--tools', module('main-only.mjs', 'process.chdir(process.cwd());\nexport const tools = [];\n')], /^taskloop: tool module .*main-only\.mjs failed to load: process\.chdir\(\) is not supported in workers/],
+      // Never finishes loading: once, this exited 0 saying nothing.
+      [['daemon', '--tools', module('never.mjs', 'await new Promise(() => {});\nexport const tools = [];\n')], /^taskloop: the modules \(.*never\.mjs, task_enforcer\) never finished loading/],
     ];
     for (const [args, message] of cases) {
       const refused = await spawnCli(['--db', path, ...args]);
@@ -161,6 +169,21 @@ describe('the CLI and the store’s faults', () => {
     } finally {
       await store.close();
     }
+  });
+
+  it('a tools module or plugin that leaves a timer running does not keep a stopped daemon alive (its modules load only in threads)', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    await seeded(path, ['a']);
+    const loads = join(dir, 'loads.log');
+    const record = `import { appendFileSync } from 'node:fs';\nimport { isMainThread } from 'node:worker_threads';\nconst note = (what) => appendFileSync(${JSON.stringify(loads)}, what + ' main=' + isMainThread + '\\n');\n`;
+    writeFileSync(join(dir, 'timer-tools.mjs'), `${record}note('tools');\nsetInterval(() => {}, 60_000);\nexport const tools = [];\n`);
+    writeFileSync(join(dir, 'timer-plugin.mjs'), `${record}export const plugin = { name: 'flusher', register(api) { note('plugin'); setInterval(() => {}, 60_000); api.on('tool_after', () => {}); } };\n`);
+    const d = await startDaemonProcess(path, ['--workers', '1', '--tools', join(dir, 'timer-tools.mjs'), '--plugin', join(dir, 'timer-plugin.mjs')]);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+    // The check's throwaway thread, then the one worker thread: never the main thread.
+    expect(readFileSync(loads, 'utf8').trim().split('\n').sort()).toEqual(['plugin main=false', 'plugin main=false', 'tools main=false', 'tools main=false']);
   });
 
   it('taskloop backup writes a copy of a live database that opens with the same tasks, and never overwrites a file', async () => {
