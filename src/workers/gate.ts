@@ -44,6 +44,12 @@ export interface GateInput {
   call: Omit<ToolCallContext, 'tool' | 'kind' | 'risk' | 'args'>;
   /** A granted approval this call claims to be (a resumed, approved call). */
   approval?: Approval;
+  /**
+   * The call began before, and is carried out again under its key (an interrupted idempotent
+   * write or read, an approved call whose approval was used): not a new write, so the
+   * deadline does not refuse it; refusing would record as not done a call that may be.
+   */
+  continued?: boolean;
 }
 
 /** A call as it moves down the chain: the links fill in the tool and its parsed arguments. */
@@ -100,7 +106,7 @@ const LINKS: Record<GateLink, Link> = {
     // The loop checks the deadline between steps; a write can reach the gate later than that
     // (after a slow decision, or approved by a person long after the run's time ran out), and
     // none starts once it has passed. Reads still may: acceptance reads the final state.
-    if (c.budget.deadlineAt !== null && c.now >= c.budget.deadlineAt) {
+    if (c.budget.deadlineAt !== null && c.now >= c.budget.deadlineAt && c.continued !== true) {
       return refuse('budget', `the run's deadline passed ${Math.round((c.now - c.budget.deadlineAt) / 1000)} s ago: no write starts after it`, { phase: 'budget_exhausted', stopReason: 'deadline' });
     }
     return next();

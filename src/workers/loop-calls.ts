@@ -33,7 +33,8 @@ export interface RunCalls {
   /** Runs a tool with arguments the gate admitted (they pass the tool's schema once more). */
   exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
   /** The gate for a planner's call (`of: 'planner'`, narrowed by the plan) or the card's own read. */
-  gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'planner' | 'card'): Promise<GateVerdict>;
+  /** `of`: who asks — the planner, the card's own reads, or the resume carrying a begun call on ('continued'). */
+  gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'planner' | 'card' | 'continued'): Promise<GateVerdict>;
   /** A card's own read (observe, final_state): gated, executed, and recorded on its breaker. */
   cardRead(tool: string, args: Record<string, unknown>): Promise<CardReadOutcome>;
   /** The planner said done: acceptance over the final state decides how the run ends. */
@@ -75,7 +76,8 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       toolName,
       rawArgs,
       // The current plan item narrows what the planner may call, not the card's own reads.
-      planRefusal: of === 'planner' ? checkPlanAction(state.plan, toolName) : null,
+      planRefusal: of === 'card' ? null : checkPlanAction(state.plan, toolName),
+      continued: of === 'continued',
       hooks,
       call: { taskId: fence.taskId, runId: run.id, agent: fence.agent, card: ctx.task.card, signal, services: ctx.services },
       ...(approval === undefined ? {} : { approval }),

@@ -34,7 +34,7 @@ export interface ResumeScope {
   rejections: Array<{ tool: string; reason: string }>;
   exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
   /** The one gate (gate.ts), which an approved call passes again before it runs. */
-  gate(tool: string, rawArgs: unknown, approval?: Approval): Promise<GateVerdict>;
+  gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'continued'): Promise<GateVerdict>;
   settle: Settle;
   /** Runs acceptance and ends the run by its verdict (the planner said done). */
   accept(): Promise<{ event: TaskLoopEvent; result: RunResult }>;
@@ -142,7 +142,8 @@ export async function* settleStopped(s: ResumeScope, steps: Step[]): AsyncGenera
 async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenerator<TaskLoopEvent, RunResult | undefined, undefined> {
   const tool = s.tools.get(step.tool ?? '');
   if (giveBack && tool?.kind === 'write') s.state.usage.writeCalls = Math.max(0, s.state.usage.writeCalls - 1);
-  const verdict = await s.gate(step.tool ?? '', step.args);
+  // A declared not-happened write is a new write; an interrupted read or idempotent write goes on.
+  const verdict = await s.gate(step.tool ?? '', step.args, undefined, giveBack ? undefined : 'continued');
   if (verdict.kind === 'park') {
     // Its earlier approval was used by the attempt that was lost: a person approves it again.
     s.state.usage.pending++;
@@ -261,7 +262,7 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       // is carried out again under its key (still the approved call, through the gate); any
       // other write is an unknown side effect that a person reconciles.
       if (tool.kind === 'read' || tool.idempotent) {
-        const verdict = await s.gate(tool.name, approval.args, { ...approval, state: 'approved' });
+        const verdict = await s.gate(tool.name, approval.args, { ...approval, state: 'approved' }, 'continued');
         if (verdict.kind === 'run') {
           if (tool.kind === 'write') s.state.usage.writeCalls++;
           const out = await s.exec(tool.name, verdict.args, parked.idempotencyKey ?? randomUUID());

@@ -66,6 +66,35 @@ describe('the gate: one ordered chain', () => {
   });
 });
 
+describe('the deadline at the gate', () => {
+  it('refuses a new write once the deadline passed, but not a begun call carried on under its key, nor a read', async () => {
+    const h = harness();
+    const parsed = checkCard({
+      goal: 'g', planner: 'scripted', allowed_tools: ['noop', 'kv_set'], scope: { keys: ['a'] },
+      budget: { max_steps: 10, max_write_calls: 2, deadline: '1m' }, acceptance: { checks: [{ id: 'ok', tools_subset: true }] }, script: [{ action: 'done' }],
+    });
+    const now = Date.now();
+    const input = (toolName: string, rawArgs: unknown, continued?: boolean): GateInput => ({
+      card: (parsed as { card: TaskCard }).card,
+      tools: h.tools,
+      runs: h.runs,
+      breakerPolicy: POLICY,
+      budget: { maxSteps: 10, maxFailures: 3, maxWriteCalls: 2, maxPending: null, deadlineAt: now - 1, maxTokens: null, maxCost: null },
+      usage: { steps: 0, writeCalls: 0, pending: 0, tokens: 0, cost: 0, consecutiveFailures: 0 },
+      now,
+      toolName,
+      rawArgs,
+      hooks: createHookRegistry(),
+      call: { taskId: 1, runId: 1, agent: 'worker', card: {}, signal: new AbortController().signal, services: {} },
+      ...(continued === undefined ? {} : { continued }),
+    });
+    const write = { file: join(h.dir, 'kv.json'), key: 'a', value: 1 };
+    expect(await gate(input('kv_set', write))).toMatchObject({ kind: 'refuse', link: 'budget', end: { phase: 'budget_exhausted', stopReason: 'deadline' } });
+    expect((await gate(input('kv_set', write, true))).kind).toBe('run');
+    expect((await gate(input('noop', {}))).kind).toBe('run');
+  });
+});
+
 describe('an approved call passes the whole gate again when its run resumes', () => {
   async function parkedTicket(decide: () => 'pass' | 'block' | 'rewrite') {
     const h = harness();
