@@ -74,6 +74,15 @@ export function mayRead(actor: Actor, task: ReadSubject): boolean {
 }
 
 /**
+ * Who may see the screens a run observed: the desktop is the operator's, so an agent sees
+ * them only on a task it created or holds, not on one it merely may claim (a released
+ * desktop task is pending, and readable by every agent, with the operator's screen in it).
+ */
+export function mayWatch(actor: Actor, task: AuthoritySubject): boolean {
+  return actor.role !== 'agent' || isCreator(task, actor) || task.assignee === actor.id;
+}
+
+/**
  * Card fields that run a program or widen what a run may touch. Honoured only on a card an
  * operator wrote: refused at creation for anyone else, and again when the run starts
  * (defence in depth: a task written past TaskManager, or before this rule, is not trusted).

@@ -6,6 +6,7 @@
 import { PNG } from 'pngjs';
 import { describe, expect, it } from 'vitest';
 import { fakeScreenTool, shadePng } from '../fixtures/fake-screen.js';
+import { OPERATOR } from '../../src/engine/index.js';
 import { api, startServer } from '../monitor/http-helpers.js';
 import { card, harness, runCard } from './harness.js';
 
@@ -49,5 +50,33 @@ describe('the screen a run observed', () => {
 
     expect(await h.runs.compact(Date.now() + 1000)).toBe(2);
     expect(await h.runs.getScreen(result.runId)).toBeNull();
+  });
+
+  it('an agent that may only claim a released desktop task does not see its screens; its creator and an operator do', async () => {
+    const h = harness();
+    h.tools.register(fakeScreen);
+    const before = calls();
+    // The run observes once, then its daemon drains: the task goes back to pending, readable by any agent.
+    const { result } = await runCard(h, card({
+      allowed_tools: ['fake_screen', 'noop'],
+      observe: { tool: 'fake_screen', args: {} },
+      script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }],
+    }), { draining: () => calls() > before });
+    expect(result.phase).toBe('released');
+    expect((await h.tm.getTask(result.taskId)).state).toBe('pending');
+    const OP = 'operator-token-0123456789';
+    const MALLORY = 'mallory-token-012345678';
+    const { url } = await startServer({ path: h.path, tokens: new Map([[OP, OPERATOR], [MALLORY, { id: 'mallory', role: 'agent' as const }]]) });
+    const as = (token: string) => ({ url, headers: { authorization: `Bearer ${token}` } });
+    // She may read the task and its run (she may claim it), but not the operator's screen.
+    expect((await api(as(MALLORY), 'GET', `/api/tasks/${result.taskId}`)).status).toBe(200);
+    const hers = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}`);
+    expect(hers.status).toBe(200);
+    expect(hers.json.screen).toBeNull();
+    const image = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}/screen`);
+    expect([image.status, image.json.error.code]).toEqual([403, 'FORBIDDEN']);
+    // The operator sees it.
+    expect((await api(as(OP), 'GET', `/api/runs/${result.runId}`)).json.screen).toMatchObject({ url: `/api/runs/${result.runId}/screen` });
+    expect((await fetch(`${url}/api/runs/${result.runId}/screen`, { headers: as(OP).headers })).status).toBe(200);
   });
 });
