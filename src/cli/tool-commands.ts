@@ -30,10 +30,10 @@ export function registerToolCommands(program: Command, run: Run): void {
         if (o.strict === true && format !== 'openai') throw new UsageError('--strict goes with --format openai');
         if (format === 'openai') return void ctx.stdout(JSON.stringify(tools.map((t) => toOpenAiFunction(t, { strict: o.strict === true })), null, 2));
         if (format === 'json') {
-          return void ctx.stdout(JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, kind: t.kind, risk: t.risk, idempotent: t.idempotent, timeout_ms: t.timeoutMs, max_output_bytes: t.maxOutputBytes, parameters: t.parameters })), null, 2));
+          return void ctx.stdout(JSON.stringify(tools.map((t) => ({ name: t.name, description: t.description, kind: t.kind, risk: t.risk, operator_only: t.operatorOnly, idempotent: t.idempotent, timeout_ms: t.timeoutMs, max_output_bytes: t.maxOutputBytes, parameters: t.parameters })), null, 2));
         }
         if (format !== 'table') throw new UsageError(`--format must be openai or json, not '${format}'`);
-        ctx.stdout(tools.map((t) => `${t.name.padEnd(18)} ${t.kind.padEnd(5)} ${t.risk.padEnd(4)} ${t.description}`).join('\n'));
+        ctx.stdout(tools.map((t) => `${t.name.padEnd(18)} ${t.kind.padEnd(5)} ${t.risk.padEnd(4)} ${t.description}${t.operatorOnly ? ' [operator only]' : ''}`).join('\n'));
       }),
     );
 

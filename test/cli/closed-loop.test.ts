@@ -34,6 +34,15 @@ describe('closed-loop commands', () => {
     const unknownField = join(dir, 'typo.json');
     writeFileSync(unknownField, JSON.stringify({ goal: 'g', alowed_tools: [] }));
     expect((await cli(db, 'card', 'check', unknownField)).stderr).toMatch(/Unrecognized key|alowed_tools/);
+
+    // Judged for its author, as the run will: an agent's card may not use the desktop or run commands.
+    const desk = join(dir, 'desk.json');
+    writeFileSync(desk, JSON.stringify({ goal: 'g', allowed_tools: ['click'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 't', tools_subset: true }] }, script: [{ action: 'done' }] }));
+    expect((await cli(db, 'card', 'check', desk)).code).toBe(0);
+    expect((await cli(db, '--as', 'mallory', 'card', 'check', desk)).stderr).toMatch(/^taskloop: FORBIDDEN: the card allows click, which only a card an operator wrote may allow \(this one is by agent mallory\)$/);
+    const cmd = join(dir, 'cmd.json');
+    writeFileSync(cmd, JSON.stringify({ goal: 'g', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 't', command: ['true'] }] }, script: [{ action: 'done' }] }));
+    expect((await cli(db, '--as', 'mallory', 'card', 'check', cmd)).stderr).toMatch(/^taskloop: FORBIDDEN: the card uses acceptance\.checks\[\]\.command/);
   });
 
   it('tools lists every tool with kind and risk, and exports OpenAI function definitions', async () => {
@@ -42,6 +51,9 @@ describe('closed-loop commands', () => {
     expect(table.stdout).toMatch(/^notify_oncall\s+write high /m);
     expect(table.stdout).toMatch(/^screen_snapshot\s+read  low /m);
     expect(table.stdout).toMatch(/^launch_app\s+write low /m);
+    expect(table.stdout).toMatch(/^click\s+write low .*\[operator only\]$/m);
+    const listed = JSON.parse((await cli(db, 'tools', '--format', 'json')).stdout) as Array<{ name: string; operator_only: boolean }>;
+    expect(listed.filter((t) => t.operator_only).map((t) => t.name).sort()).toEqual(['click', 'launch_app', 'press_keys', 'screen_snapshot', 'type_text', 'wait_for_window']);
     const functions = JSON.parse((await cli(db, 'tools', '--format', 'openai')).stdout) as Array<{ type: string; function: { name: string; parameters: { properties: Record<string, unknown> } } }>;
     const names = functions.map((f) => f.function.name);
     for (const n of ['task_create', 'task_list', 'task_claim', 'task_transition', 'task_cancel', 'task_get', 'task_heartbeat', 'get_ticket', 'update_ticket_priority', 'notify_oncall', 'close_ticket', 'screen_snapshot', 'type_text', 'press_keys', 'click', 'launch_app']) expect(names).toContain(n);
