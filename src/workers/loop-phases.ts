@@ -202,13 +202,16 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
   const actionStep = yield* begin(r, 'action', decision.tool, verdict.args, key, verdict.kind === 'run' && verdict.tool.kind === 'read');
   if (verdict.kind === 'park') {
     state.usage.pending++;
+    // A write may not start after the run's deadline (gate.ts), so its approval lapses then at the latest.
+    const asked = card.approval?.expires_in === undefined ? null : ctx.now() + parseDuration(card.approval.expires_in);
+    const deadline = write ? r.run.budget.deadlineAt : null;
     const approval = await r.runs.parkForApproval(fence, {
       runId: r.run.id,
       stepId: actionStep.id,
       tool: verdict.tool.name,
       args: verdict.args,
       fingerprint: verdict.fingerprint,
-      expiresAt: card.approval?.expires_in === undefined ? null : ctx.now() + parseDuration(card.approval.expires_in),
+      expiresAt: deadline === null ? asked : asked === null ? deadline : Math.min(asked, deadline),
     }, state.usage);
     r.trace.closeStep({ ...actionStep, status: 'waiting_approval' });
     yield { type: 'run_paused', reason: `waiting for approval ${approval.id}` };

@@ -124,6 +124,9 @@ describe('an approved call passes the whole gate again when its run resumes', ()
     const { h, tickets, approval, run } = await parkedTicket(() => 'pass');
     // The card's deadline is 10m; the person approves 11 minutes after the run began.
     const late = Date.now() + 11 * 60_000;
+    // The approval lapses at the run's deadline (10m), not at its own expires_in (30m).
+    const run0 = (await h.runs.getRun(approval.runId));
+    expect(approval.expiresAt).toBe(run0.budget.deadlineAt);
     const resumed = await run(() => late);
     expect(resumed.result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
     expect(await tickets.get('T-1024')).toMatchObject({ notified: false });
