@@ -33,8 +33,8 @@ export interface GateInput {
   breakerPolicy: BreakerPolicy;
   budget: Budget;
   usage: Usage;
-  /** The time of the call (ms since the epoch), against the budget's deadline. */
-  now: number;
+  /** The clock (ms since the epoch) the budget's deadline is read against: at the budget link, and again after the hooks, which may take seconds. */
+  now: () => number;
   toolName: string;
   rawArgs: unknown;
   hooks: HookRegistry;
@@ -103,13 +103,7 @@ const LINKS: Record<GateLink, Link> = {
     if (!writeAllowed(c.budget, c.usage)) {
       return refuse('budget', `the write budget of ${c.budget.maxWriteCalls} calls is spent`, { phase: 'budget_exhausted', stopReason: 'max_write_calls' });
     }
-    // The loop checks the deadline between steps; a write can reach the gate later than that
-    // (after a slow decision, or approved by a person long after the run's time ran out), and
-    // none starts once it has passed. Reads still may: acceptance reads the final state.
-    if (c.budget.deadlineAt !== null && c.now >= c.budget.deadlineAt && c.continued !== true) {
-      return refuse('budget', `the run's deadline passed ${Math.round((c.now - c.budget.deadlineAt) / 1000)} s ago: no write starts after it`, { phase: 'budget_exhausted', stopReason: 'deadline' });
-    }
-    return next();
+    return pastDeadline(c) ?? next();
   },
   async breaker(c, next) {
     let verdict;
@@ -143,10 +137,26 @@ const LINKS: Record<GateLink, Link> = {
   },
 };
 
+/**
+ * The loop checks the deadline between steps; a write can reach the gate later than that
+ * (after a slow decision, or approved by a person long after the run's time ran out), and
+ * none starts once it has passed. Reads still may (acceptance reads the final state), and so
+ * may a begun call carried on (`continued`). A refusal, or null.
+ */
+function pastDeadline(c: GateCall): GateVerdict | null {
+  if (c.tool.kind !== 'write' || c.budget.deadlineAt === null || c.continued === true) return null;
+  const now = c.now();
+  if (now < c.budget.deadlineAt) return null;
+  return refuse('budget', `the run's deadline passed ${Math.round((now - c.budget.deadlineAt) / 1000)} s ago: no write starts after it`, { phase: 'budget_exhausted', stopReason: 'deadline' });
+}
+
 /** The tool_before hooks' verdict on a call: a rewrite passes the same schema and scope checks. */
 async function hooked(c: GateCall, next: Next): Promise<GateVerdict> {
   const verdict = await c.hooks.toolBefore({ ...c.call, tool: c.tool.name, kind: c.tool.kind, risk: c.tool.risk, args: c.args });
   if (!verdict.ok) return refuse('hooks', verdict.reason);
+  // A hook may take seconds (up to its time box): the deadline is read again after it.
+  const late = pastDeadline(c);
+  if (late !== null) return late;
   if (verdict.args !== c.args) {
     // A rewrite passes the same schema and scope checks as the planner's arguments.
     try {

@@ -72,7 +72,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       breakerPolicy: ctx.breakerPolicy,
       budget: run.budget,
       usage: state.usage,
-      now: ctx.now(),
+      now: ctx.now,
       toolName,
       rawArgs,
       // The current plan item narrows what the planner may call, not the card's own reads.

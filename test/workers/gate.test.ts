@@ -53,7 +53,7 @@ describe('the gate: one ordered chain', () => {
         breakerPolicy: POLICY,
         budget: { maxSteps: 10, maxFailures: 3, maxWriteCalls: 2, maxPending: null, deadlineAt: null, maxTokens: null, maxCost: null },
         usage: { steps: 0, writeCalls: broken('budget') ? 2 : 0, pending: 0, tokens: 0, cost: 0, consecutiveFailures: 0 },
-        now: Date.now(),
+        now: Date.now,
         toolName: 'kv_set',
         rawArgs: broken('arguments') ? { key: 'a', value: 1 } : { file, key: broken('scope') ? 'b' : 'a', value: 1 },
         hooks,
@@ -81,7 +81,7 @@ describe('the deadline at the gate', () => {
       breakerPolicy: POLICY,
       budget: { maxSteps: 10, maxFailures: 3, maxWriteCalls: 2, maxPending: null, deadlineAt: now - 1, maxTokens: null, maxCost: null },
       usage: { steps: 0, writeCalls: 0, pending: 0, tokens: 0, cost: 0, consecutiveFailures: 0 },
-      now,
+      now: () => now,
       toolName,
       rawArgs,
       hooks: createHookRegistry(),
@@ -92,6 +92,13 @@ describe('the deadline at the gate', () => {
     expect(await gate(input('kv_set', write))).toMatchObject({ kind: 'refuse', link: 'budget', end: { phase: 'budget_exhausted', stopReason: 'deadline' } });
     expect((await gate(input('kv_set', write, true))).kind).toBe('run');
     expect((await gate(input('noop', {}))).kind).toBe('run');
+
+    // Inside the deadline when the gate starts, past it once a slow tool_before hook answers.
+    let clock = now - 1000;
+    const hooks = createHookRegistry();
+    await hooks.use({ name: 'slow', register: (api) => api.on('tool_before', () => void (clock = now + 1)) });
+    const slow = { ...input('kv_set', write), budget: { ...input('kv_set', write).budget, deadlineAt: now }, now: () => clock, hooks };
+    expect(await gate(slow)).toMatchObject({ kind: 'refuse', link: 'budget', end: { stopReason: 'deadline' } });
   });
 });
 
