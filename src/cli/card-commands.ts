@@ -1,9 +1,9 @@
 /** `taskloop card check FILE`: validate a card the way a run would, before anything runs. */
 import type { Command } from 'commander';
-import { EngineError, checkCardAuthor } from '../engine/index.js';
+import { EngineError } from '../engine/index.js';
 import { builtInTools } from '../tools/builtin.js';
 import { createToolRegistry } from '../tools/registry.js';
-import { checkCardWithTools, operatorOnlyRefusal, visionRefusal } from '../workers/card-check.js';
+import { authorRefusal, checkCardWithTools, visionRefusal } from '../workers/card-check.js';
 import { loadTools } from '../workers/tool-modules.js';
 import type { Run } from './task-commands.js';
 import { jsonObjectFrom } from './parse.js';
@@ -26,10 +26,8 @@ export function registerCardCommands(program: Command, run: Run): void {
         const blind = visionRefusal(checked.card, tools);
         if (blind !== null) throw blind;
         // As the run will judge it for its author: `--as mallory` asks whether her card would run.
-        const authored = checkCardAuthor(card, ctx.actor);
-        if (!authored.ok) throw new EngineError(authored.code, authored.message);
-        const held = operatorOnlyRefusal(checked.card, ctx.actor, tools);
-        if (held !== null) throw held;
+        const forbidden = authorRefusal(card, checked.card, ctx.actor, tools);
+        if (forbidden !== null) throw forbidden;
         ctx.out({ ok: true, card: checked.card }, () => `card ok: ${checked.card.planner} planner, ${checked.card.allowed_tools.length} tools, budget ${JSON.stringify(checked.card.budget)}`);
       }),
     );

@@ -4,6 +4,7 @@
  * write. One module, so adapters and surfaces ask it and never re-derive a rule.
  */
 import { sameActor } from './actors.js';
+import { EngineError } from './errors.js';
 import type { MoveVerdict } from './states.js';
 import type { Actor, ActorRole } from './types.js';
 
@@ -71,6 +72,13 @@ export function mayRead(actor: Actor, task: ReadSubject): boolean {
   if (actor.role !== 'agent') return true;
   if (isCreator(task, actor) || task.assignee === actor.id) return true;
   return task.state === 'pending' && (task.forAgent === null || task.forAgent === actor.id);
+}
+
+/** FORBIDDEN unless `actor` may read the task (mayRead): the one refusal every surface gives. */
+export function assertReadable(actor: Actor, task: ReadSubject): void {
+  if (!mayRead(actor, task)) {
+    throw new EngineError('FORBIDDEN', `task ${task.id} is not yours to read: ${actor.role} ${actor.id} did not create it, does not hold it and may not claim it`, { task_id: task.id });
+  }
 }
 
 /**

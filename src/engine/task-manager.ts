@@ -4,7 +4,7 @@
  * and publishes the committed events on the in-process bus.
  */
 import { assertActorName, assertBindableName } from './actors.js';
-import { checkCardAuthor, mayRead } from './authority.js';
+import { assertReadable, checkCardAuthor } from './authority.js';
 import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
 import * as S from './schemas.js';
@@ -142,10 +142,4 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
     follow: (o) => hub.follow(o),
     close: () => store.close(),
   };
-}
-
-function assertReadable(actor: Actor, task: Task): void {
-  if (!mayRead(actor, task)) {
-    throw new EngineError('FORBIDDEN', `task ${task.id} is not yours to read: ${actor.role} ${actor.id} did not create it, does not hold it and may not claim it`, { task_id: task.id });
-  }
 }

@@ -1,5 +1,5 @@
 /** Card checks that need the tool registry, on top of engine/cards.ts's own. */
-import { type ActorRole, type CardCheck, EngineError, type TaskCard, checkCard, mayUseCardPowers } from '../engine/index.js';
+import { type ActorRole, type CardCheck, EngineError, type TaskCard, checkCard, checkCardAuthor, mayUseCardPowers } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import { hasVision, modelFor, visionModels } from './planners/models.js';
 
@@ -34,12 +34,15 @@ export function checkCardWithTools(raw: unknown, tools: ToolRegistry): CardCheck
 }
 
 /**
- * A card power held by tools rather than card fields (a tool marked operatorOnly, e.g. the
- * desktop's): a card no operator wrote may not allow one. The run ends rejected before any
- * step (forbidden_card). Null when the author may.
+ * Whether `author` may write this card: its powers, by field (authority.ts CARD_POWERS:
+ * refused at creation too) or by tool (a tool marked operatorOnly, e.g. the desktop's, which
+ * only a daemon's registry knows). The run ends rejected before any step (forbidden_card);
+ * `card check --as` asks the same. Null when the author may.
  */
-export function operatorOnlyRefusal(card: TaskCard, author: { role: ActorRole; id: string }, tools: ToolRegistry): EngineError | null {
+export function authorRefusal(raw: unknown, card: TaskCard, author: { role: ActorRole; id: string }, tools: ToolRegistry): EngineError | null {
   if (mayUseCardPowers(author.role)) return null;
+  const byField = checkCardAuthor(raw, author);
+  if (!byField.ok) return new EngineError(byField.code, byField.message);
   const held = card.allowed_tools.filter((name) => tools.get(name)?.operatorOnly === true);
   if (held.length === 0) return null;
   return new EngineError(

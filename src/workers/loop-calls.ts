@@ -32,8 +32,11 @@ export type CardReadOutcome = ExecOutcome & { end?: { phase: 'failed' | 'budget_
 export interface RunCalls {
   /** Runs a tool with arguments the gate admitted (they pass the tool's schema once more). */
   exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
-  /** The gate for a planner's call (`of: 'planner'`, narrowed by the plan) or the card's own read. */
-  /** `of`: who asks — the planner, the card's own reads, or the resume carrying a begun call on ('continued'). */
+  /**
+   * The gate for a planner's call (`of: 'planner'`, narrowed by the plan), the card's own read
+   * (`'card'`), or a begun call the resume carries on under its key (`'continued'`: planner's
+   * rules, but no deadline refusal).
+   */
   gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'planner' | 'card' | 'continued'): Promise<GateVerdict>;
   /** A card's own read (observe, final_state): gated, executed, and recorded on its breaker. */
   cardRead(tool: string, args: Record<string, unknown>): Promise<CardReadOutcome>;

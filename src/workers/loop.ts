@@ -5,9 +5,9 @@
  * claimed task; every step is a fenced checkpoint, written through the run's journal
  * (journal.ts: which writes share a transaction). The phases are in loop-phases.ts.
  */
-import { type CardCheck, type ControlState, type OpenRunResult, type Step, type TaskCard, checkCardAuthor } from '../engine/index.js';
+import { type CardCheck, type ControlState, type OpenRunResult, type Step, type TaskCard } from '../engine/index.js';
 import { budgetOfTask, exhausted } from './budget.js';
-import { checkCardWithTools, operatorOnlyRefusal, visionRefusal } from './card-check.js';
+import { authorRefusal, checkCardWithTools, visionRefusal } from './card-check.js';
 import { createJournal } from './journal.js';
 import { type LoopState, rebuildState } from './loop-state.js';
 import { resumeDecided, resumeInterrupted, resumeParked, settleStopped } from './loop-resume.js';
@@ -174,11 +174,9 @@ async function* resume(r: RunScope, steps: Step[]): AsyncGenerator<TaskLoopEvent
 function unrunnable(ctx: LoopContext, checked: CardCheck): { stopReason: string; message: string } | null {
   if (!checked.ok) return { stopReason: 'invalid_card', message: `invalid card: ${checked.problems.join('; ')}` };
   // Defence in depth: powers on a card that no operator wrote were refused at creation; a
-  // task written past TaskManager is refused again here.
-  const authored = checkCardAuthor(ctx.task.card, { role: ctx.task.creatorRole, id: ctx.task.creator });
-  if (!authored.ok) return { stopReason: 'forbidden_card', message: `${authored.code}: ${authored.message}` };
-  const held = operatorOnlyRefusal(checked.card, { role: ctx.task.creatorRole, id: ctx.task.creator }, ctx.tools);
-  if (held !== null) return { stopReason: 'forbidden_card', message: `${held.code}: ${held.message}` };
+  // task written past TaskManager is refused again here, and so are operator-only tools.
+  const forbidden = authorRefusal(ctx.task.card, checked.card, { role: ctx.task.creatorRole, id: ctx.task.creator }, ctx.tools);
+  if (forbidden !== null) return { stopReason: 'forbidden_card', message: `${forbidden.code}: ${forbidden.message}` };
   const blind = visionRefusal(checked.card, ctx.tools);
   if (blind !== null) return { stopReason: 'model_lacks_vision', message: `${blind.code}: ${blind.message}` };
   return null;

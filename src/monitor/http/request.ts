@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage } from 'node:http';
 import type { z } from 'zod/v4';
-import { type Actor, EngineError, LIMITS, type Task, type TaskManager, assertTextDepth, mayRead } from '../../engine/index.js';
+import { type Actor, EngineError, LIMITS, type Task, type TaskManager, assertReadable, assertTextDepth } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 
 /** The largest body any endpoint accepts. */
@@ -83,9 +83,7 @@ export function idParam(text: string | undefined, what: string): number {
  */
 export async function readableTask(tm: TaskManager, actor: Actor, taskId: number): Promise<Task> {
   const task = await tm.store.getTask(taskId, false);
-  if (!mayRead(actor, task)) {
-    throw new EngineError('FORBIDDEN', `task ${taskId} is not yours to read: ${actor.role} ${actor.id} did not create it, does not hold it and may not claim it`, { task_id: taskId });
-  }
+  assertReadable(actor, task);
   return task;
 }
 
