@@ -4,6 +4,7 @@
  * columns (card, result, requires, depends_on, event data) are JSON text in both stores, so
  * one mapping serves both.
  */
+import { assertReadable, mayRead } from './authority.js';
 import { EngineError } from './errors.js';
 import { checkMove, isAssignee, isFenced } from './states.js';
 import type { Actor, ActorRole, Card, Task, TaskEvent, TaskState } from './types.js';
@@ -191,26 +192,43 @@ export function reclaimSpec(row: TaskRow, reason: string): MoveSpec {
 }
 
 /**
- * The fence of a transition step: a token that is not the current one means the claim was
- * lost, whatever the actor or state now is; an assignee moving a fenced task must show it.
+ * Who may make a transition step, before the state machine is asked: the fence (a token
+ * that is not the current one means the claim was lost, whatever the actor or state now
+ * is; an assignee moving a fenced task must show it), then reading (authority.ts): an agent
+ * that may not read the task learns nothing of it from the refusal, not even its state
+ * (the state machine's own refusal would say "completed" or "cannot move from review").
+ * Every actor a move allows may read its task, so the second check refuses only those the
+ * state machine would refuse anyway; it costs no read: the row is the one the move reads.
  */
-export function checkFence(row: TaskRow, claimToken: string | undefined, actor: Actor): void {
+export function checkStepActor(row: TaskRow, claimToken: string | undefined, actor: Actor): void {
+  const readable = mayRead(actor, readSubject(row));
   if (claimToken !== undefined && claimToken !== row.claim_token) {
     throw new EngineError(
       'STALE_CLAIM',
       `task ${row.id}: the claim token presented by ${actor.id} is not current (the task was reclaimed or finished)`,
-      { task_id: row.id, state: row.state },
+      readable ? { task_id: row.id, state: row.state } : { task_id: row.id },
     );
   }
+  if (!readable) assertReadable(actor, readSubject(row));
   if (claimToken === undefined && isFenced(row.state) && isAssignee(row, actor)) {
     throw new EngineError('VALIDATION_FAILED', `task ${row.id} is ${row.state}: its assignee must present the claim token`, { task_id: row.id });
   }
 }
 
+const readSubject = (row: TaskRow) => ({
+  id: row.id,
+  creator: row.creator,
+  creatorRole: row.creator_role,
+  assignee: row.assignee,
+  state: row.state,
+  forAgent: row.for_agent,
+});
+
 /** Why a heartbeat that matched no lease was refused, from the task as it is. */
 export function heartbeatRefusal(taskId: number, agent: string, row: TaskRow | undefined): EngineError {
   if (row === undefined) return new EngineError('TASK_NOT_FOUND', `task ${taskId} does not exist`, { task_id: taskId });
-  if (!isFenced(row.state)) {
+  // To an agent that may not read the task, the one answer that says nothing of its state.
+  if (!isFenced(row.state) && mayRead({ id: agent, role: 'agent' }, readSubject(row))) {
     return new EngineError('INVALID_TRANSITION', `task ${taskId} is ${row.state} and holds no lease to extend`, { task_id: taskId });
   }
   return new EngineError('STALE_CLAIM', `task ${taskId}: claim token of ${agent} is not current; the task was reclaimed`, { task_id: taskId });

@@ -130,3 +130,49 @@ describe('a cancel of a task the agent may not read', () => {
     expect((await h.tm.cancelTask({ taskId: hers, actor: agent('mallory') })).state).toBe('cancelled');
   });
 });
+
+describe('any move of a task the agent may not read', () => {
+  it('answers one FORBIDDEN whatever the task’s state or the move asked; a made-up claim token or a heartbeat learns no state', async () => {
+    const h = harness();
+    const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
+    const held = await made('in progress for the worker');
+    const heldClaim = (await h.tm.claimTask({ agent: 'worker', taskId: held, start: true }))!;
+    const inReview = await made('in review');
+    const reviewClaim = (await h.tm.claimTask({ agent: 'worker', taskId: inReview, start: true }))!;
+    await h.tm.transitionTask({ taskId: inReview, to: 'review', actor: agent('worker'), claimToken: reviewClaim.claimToken });
+    const done = await made('completed');
+    const doneClaim = (await h.tm.claimTask({ agent: 'worker', taskId: done, start: true }))!;
+    await h.tm.transitionTask({ taskId: done, to: 'review', actor: agent('worker'), claimToken: doneClaim.claimToken });
+    await h.tm.transitionTask({ taskId: done, to: 'completed', actor: operator });
+
+    const answers = new Set<string>();
+    for (const id of [held, inReview, done]) {
+      const before = await h.tm.getTask(id);
+      for (const to of ['completed', 'failed', 'review', 'in_progress', 'pending', 'waiting'] as const) {
+        const refused = await h.tm.transitionTask({ taskId: id, to, actor: agent('mallory') }).catch((err: { code: string; message: string }) => err);
+        answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(id), 'N')}`);
+      }
+      // A token she made up: the claim is not hers; whether the task is open or over is not said.
+      const stale = await h.tm.transitionTask({ taskId: id, to: 'review', actor: agent('mallory'), claimToken: 'made-up' }).catch((err: { code: string; data: unknown }) => err);
+      expect(stale).toMatchObject({ code: 'STALE_CLAIM', data: { task_id: id } });
+      expect((stale as { data: Record<string, unknown> }).data).not.toHaveProperty('state');
+      // A heartbeat said "completed and holds no lease" of a finished task, STALE_CLAIM of an open one.
+      const beat = await h.tm.heartbeat({ taskId: id, agent: 'mallory', claimToken: 'made-up' }).catch((err: { code: string; message: string }) => err);
+      answers.add(`${(beat as { code: string }).code}: ${(beat as { message: string }).message.replace(String(id), 'N')}`);
+      const after = await h.tm.getTask(id);
+      expect([after.state, after.events.length]).toEqual([before.state, before.events.length]);
+    }
+    // Before, the state machine's refusals told the states apart (INVALID_TRANSITION from a
+    // terminal state, FORBIDDEN naming "from in_progress" or "from review").
+    expect([...answers]).toHaveLength(2);
+    expect([...answers][0]).toMatch(/^FORBIDDEN: task N is not yours to read/);
+    expect([...answers][1]).toMatch(/^STALE_CLAIM: task N: claim token of mallory is not current/);
+
+    // Those who may move it still can, and the holder's lost claim still says so with its state.
+    expect((await h.tm.transitionTask({ taskId: held, to: 'review', actor: agent('worker'), claimToken: heldClaim.claimToken })).state).toBe('review');
+    await expect(h.tm.transitionTask({ taskId: inReview, to: 'failed', actor: agent('worker'), claimToken: heldClaim.claimToken })).rejects.toMatchObject({
+      code: 'STALE_CLAIM',
+      data: { state: 'review' },
+    });
+  });
+});

@@ -6,7 +6,7 @@
  * the row held when it claimed it (or last moved it): its store remembers the row a claim of
  * the next task left (claim.ts claimOne; a claim by id is not remembered, and its moves take
  * the full path), and each move's row after it. The moves are checked against that
- * row by the same rules (stageMove, checkFence), and written by one statement that writes
+ * row by the same rules (stageMove, checkStepActor), and written by one statement that writes
  * only if the row still holds exactly the columns the check read. That statement goes with
  * BEGIN, the row's lock and the COMMIT in one write to the socket (transaction.ts oneTrip).
  *
@@ -22,7 +22,7 @@
  * lock would count down from a snapshot taken before it waited).
  */
 import { isTerminal } from '../states.js';
-import { type TaskRow, checkFence, stageMove, toTask } from '../task-rows.js';
+import { type TaskRow, checkStepActor, stageMove, toTask } from '../task-rows.js';
 import type { ActorRole, Task, TaskEvent, TaskState, TransitionInput } from '../types.js';
 import { workWakeOf } from '../claims.js';
 import { NOW_MS, type PgConnection } from './connection.js';
@@ -112,7 +112,7 @@ export async function moveOne(
   try {
     // Staged at time 0: the statement adds the database's clock to the lease it leaves.
     for (const step of steps) {
-      checkFence(row, input.claimToken, step.actor);
+      checkStepActor(row, input.claimToken, step.actor);
       const { next, event } = stageMove(row, step, 0);
       events.push(event);
       row = next;

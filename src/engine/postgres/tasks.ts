@@ -10,7 +10,7 @@
  */
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
 import { EngineError } from '../errors.js';
-import { type TaskRow, checkFence, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
+import { type TaskRow, checkStepActor, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import { NOW_MS, type Query } from './connection.js';
 import { workChannels } from './watch.js';
@@ -205,7 +205,7 @@ export async function transition(q: Query, input: TransitionInput, now: number, 
   const staged: TaskEvent[] = [];
   const steps = [{ to: input.to, actor: input.actor, reason: input.reason, result: input.result }, ...(input.then ?? [])];
   for (const step of steps) {
-    checkFence(row, input.claimToken, step.actor);
+    checkStepActor(row, input.claimToken, step.actor);
     const { next, event } = stageMove(row, step, now);
     staged.push(event);
     events.push(event);

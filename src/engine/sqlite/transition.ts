@@ -1,6 +1,6 @@
 /** Fenced transitions, and the two-phase stale sweep. */
 import { EngineError } from '../errors.js';
-import { checkFence } from '../task-rows.js';
+import { checkStepActor } from '../task-rows.js';
 import type { SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Db } from './connection.js';
 import { type ApplyMove, moveParts, noMovesStaged, reclaim } from './moves.js';
@@ -30,8 +30,8 @@ export function prepareTransition(db: Db, apply: ApplyMove): Transition {
     staged.hasDependents = raw[TASK_COLUMN_COUNT] === 1;
     const steps = [{ to: input.to, actor: input.actor, reason: input.reason, result: input.result }, ...(input.then ?? [])];
     for (const step of steps) {
-      // Fencing first (task-rows.ts): a token that is not the current one means the claim was lost.
-      checkFence(row, input.claimToken, step.actor);
+      // Fencing and reading first (task-rows.ts): a lost claim, or a task the actor may not read.
+      checkStepActor(row, input.claimToken, step.actor);
       // stage asks the state machine (see moves.ts).
       row = stage(row, { to: step.to, actor: step.actor, reason: step.reason, result: step.result }, now, events, staged);
     }
