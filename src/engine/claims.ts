@@ -5,10 +5,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { asAgent } from './actors.js';
+import { assertReadable } from './authority.js';
 import { DEFAULT_LEASE_MS } from './creation.js';
 import { EngineError } from './errors.js';
 import { checkClaim } from './states.js';
-import type { TaskRow } from './task-rows.js';
+import { type TaskRow, readSubject } from './task-rows.js';
 import type { ClaimInput, TaskEvent } from './types.js';
 
 /**
@@ -67,6 +68,9 @@ export function hasCapabilities(requires: string | null, capabilities: readonly 
 export function checkClaimTarget(row: TaskRow | undefined, input: ClaimInput, now: number): TaskRow {
   const id = input.taskId!;
   if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
+  // A task the claimer may not read (held by another, finished, reserved for another agent):
+  // one refusal that names neither its state nor whom it is reserved for.
+  assertReadable(asAgent(input.agent), readSubject(row));
   if (row.state !== 'pending') {
     throw new EngineError('INVALID_TRANSITION', `task ${id} is ${row.state}; only a pending task can be claimed`, { task_id: id });
   }

@@ -4,7 +4,7 @@
  * columns (card, result, requires, depends_on, event data) are JSON text in both stores, so
  * one mapping serves both.
  */
-import { assertReadable, mayRead } from './authority.js';
+import { type ReadSubject, assertReadable, mayRead } from './authority.js';
 import { EngineError } from './errors.js';
 import { checkMove, isAssignee, isFenced } from './states.js';
 import type { Actor, ActorRole, Card, Task, TaskEvent, TaskState } from './types.js';
@@ -215,7 +215,8 @@ export function checkStepActor(row: TaskRow, claimToken: string | undefined, act
   }
 }
 
-const readSubject = (row: TaskRow) => ({
+/** What the reading rule (authority.ts mayRead) needs of a row. */
+export const readSubject = (row: TaskRow): ReadSubject => ({
   id: row.id,
   creator: row.creator,
   creatorRole: row.creator_role,

@@ -152,6 +152,8 @@ describe('any move of a task the agent may not read', () => {
         const refused = await h.tm.transitionTask({ taskId: id, to, actor: agent('mallory') }).catch((err: { code: string; message: string }) => err);
         answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(id), 'N')}`);
       }
+      const claim = await h.tm.claimTask({ agent: 'mallory', taskId: id }).catch((err: { code: string; message: string }) => err);
+      answers.add(`${(claim as { code: string }).code}: ${(claim as { message: string }).message.replace(String(id), 'N')}`);
       // A token she made up: the claim is not hers; whether the task is open or over is not said.
       const stale = await h.tm.transitionTask({ taskId: id, to: 'review', actor: agent('mallory'), claimToken: 'made-up' }).catch((err: { code: string; data: unknown }) => err);
       expect(stale).toMatchObject({ code: 'STALE_CLAIM', data: { task_id: id } });
@@ -164,6 +166,11 @@ describe('any move of a task the agent may not read', () => {
     }
     // Before, the state machine's refusals told the states apart (INVALID_TRANSITION from a
     // terminal state, FORBIDDEN naming "from in_progress" or "from review").
+    // A claim by id of a task reserved for another agent named that agent.
+    const reserved = (await h.tm.createTask({ title: 'for the worker', card: loopCard(), forAgent: 'worker' }, operator)).task.id;
+    const claim = await h.tm.claimTask({ agent: 'mallory', taskId: reserved }).catch((err: { code: string; message: string }) => err);
+    answers.add(`${(claim as { code: string }).code}: ${(claim as { message: string }).message.replace(String(reserved), 'N')}`);
+    expect((await h.tm.getTask(reserved)).state).toBe('pending');
     expect([...answers]).toHaveLength(2);
     expect([...answers][0]).toMatch(/^FORBIDDEN: task N is not yours to read/);
     expect([...answers][1]).toMatch(/^STALE_CLAIM: task N: claim token of mallory is not current/);
