@@ -9,6 +9,7 @@ import { type HttpServer, type HttpServerOptions, createHttpServer } from '../mo
 import { serverTokens, tokensFromEnv } from '../monitor/http/auth.js';
 import { SIGNIN_CODE_MS } from '../monitor/http/signin-codes.js';
 import { tokenFileFor } from '../monitor/http/token-file.js';
+import { refuseAgents } from '../monitor/http/request.js';
 import type { Route } from '../monitor/http/router.js';
 import { createMetrics } from '../monitor/metrics.js';
 import { createMonitor } from '../monitor/monitor.js';
@@ -63,7 +64,15 @@ export async function startHttp(ctx: CliContext, opts: HttpServerOptions): Promi
   // GET /metrics: the monitor's figures in Prometheus text format.
   const monitor = await createMonitor({ tm: opts.tm, runs: opts.runs });
   const metrics = createMetrics({ tm: opts.tm, runs: opts.runs, monitor });
-  const metricsRoute: Route = { method: 'GET', path: '/metrics', handler: async () => ({ text: await metrics.render(), contentType: metrics.contentType }) };
+  // It counts every task, tool, queue and breaker: an agent reads only its own tasks, so not it.
+  const metricsRoute: Route = {
+    method: 'GET',
+    path: '/metrics',
+    handler: async ({ actor }) => {
+      refuseAgents(actor, 'GET /metrics');
+      return { text: await metrics.render(), contentType: metrics.contentType };
+    },
+  };
   let server: HttpServer;
   try {
     server = await createHttpServer({

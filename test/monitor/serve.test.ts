@@ -74,10 +74,18 @@ describe('taskloop serve', () => {
     expect((await api(again.url, 'GET', '/api/health', undefined, served.op.headers)).status).toBe(200);
     again.child.kill('SIGTERM');
     await again.exited;
-    const configured = await spawnServing(['--db', tm.path, 'serve', '--port', '0'], { TASKLOOP_TOKEN: 'configured-token-0123456789', TASKLOOP_TOKENS: '' });
+    const agentToken = 'an-agents-token-0123456789';
+    const configured = await spawnServing(['--db', tm.path, 'serve', '--port', '0'], {
+      TASKLOOP_TOKEN: 'configured-token-0123456789',
+      TASKLOOP_TOKENS: JSON.stringify({ [agentToken]: { id: 'mallory', role: 'agent' } }),
+    });
     expect(configured.tokenFile).toBe('');
     expect((await api(configured.op, 'GET', '/api/health')).status).toBe(200);
     expect((await api(configured.url, 'GET', '/api/health', undefined, served.op.headers)).status).toBe(401);
+    // /metrics counts every task, tool and queue: an agent reads only its own tasks, so not it.
+    expect((await fetch(`${configured.url}/metrics`, { headers: configured.op.headers })).status).toBe(200);
+    const refused = await api(configured.url, 'GET', '/metrics', undefined, bearer(agentToken));
+    expect([refused.status, refused.json.error.code]).toEqual([403, 'FORBIDDEN']);
   });
 
   it('refuses to bind off loopback without a token (exit 2), a bad port, grace or lease (exit 2), an untrusted token file (exit 2) and a reserved name in TASKLOOP_TOKENS (exit 1)', async () => {
