@@ -82,12 +82,22 @@ export function assertReadable(actor: Actor, task: ReadSubject): void {
 }
 
 /**
- * Who may see the screens a run observed: the desktop is the operator's, so an agent sees
- * them only on a task it created or holds, not on one it merely may claim (a released
- * desktop task is pending, and readable by every agent, with the operator's screen in it).
+ * Who may see a task's runs (their steps with the tools' arguments and results, their
+ * envelopes): people, the task's creator and the agent holding it. Not an agent that merely
+ * may claim it: a released task is pending, readable by every agent so that it may decide
+ * whether to claim it, and its earlier runs' tool results are someone else's work.
+ */
+export function maySeeRuns(actor: Actor, task: AuthoritySubject): boolean {
+  return actor.role !== 'agent' || isCreator(task, actor) || task.assignee === actor.id;
+}
+
+/**
+ * Who may see the screens a run observed: the desktop is the operator's, so people and the
+ * task's creator only. Not the holder: any agent may claim a released desktop task (routing
+ * by capability is not a boundary) and would hold the operator's last screen with it.
  */
 export function mayWatch(actor: Actor, task: AuthoritySubject): boolean {
-  return actor.role !== 'agent' || isCreator(task, actor) || task.assignee === actor.id;
+  return actor.role !== 'agent' || isCreator(task, actor);
 }
 
 /**

@@ -7,7 +7,7 @@ import { PNG } from 'pngjs';
 import { describe, expect, it } from 'vitest';
 import { fakeScreenTool, shadePng } from '../fixtures/fake-screen.js';
 import { OPERATOR } from '../../src/engine/index.js';
-import { api, startServer } from '../monitor/http-helpers.js';
+import { api, openStream, startServer } from '../monitor/http-helpers.js';
 import { card, harness, runCard } from './harness.js';
 
 const { tool: fakeScreen, calls } = fakeScreenTool();
@@ -52,15 +52,15 @@ describe('the screen a run observed', () => {
     expect(await h.runs.getScreen(result.runId)).toBeNull();
   });
 
-  it('an agent that may only claim a released desktop task does not see its screens; its creator and an operator do', async () => {
+  it('an agent that may only claim a released desktop task sees neither its run nor its screens; once it holds it, the run but not the screens; its creator and an operator see both', async () => {
     const h = harness();
     h.tools.register(fakeScreen);
     const before = calls();
     // The run observes once, then its daemon drains: the task goes back to pending, readable by any agent.
     const { result } = await runCard(h, card({
-      allowed_tools: ['fake_screen', 'noop'],
+      allowed_tools: ['fake_screen', 'echo'],
       observe: { tool: 'fake_screen', args: {} },
-      script: [{ action: 'tool', tool: 'noop' }, { action: 'done' }],
+      script: [{ action: 'tool', tool: 'echo', args: { text: 'SECRET-STEP-RESULT' } }, { action: 'done' }],
     }), { draining: () => calls() > before });
     expect(result.phase).toBe('released');
     expect((await h.tm.getTask(result.taskId)).state).toBe('pending');
@@ -68,14 +68,29 @@ describe('the screen a run observed', () => {
     const MALLORY = 'mallory-token-012345678';
     const { url } = await startServer({ path: h.path, tokens: new Map([[OP, OPERATOR], [MALLORY, { id: 'mallory', role: 'agent' as const }]]) });
     const as = (token: string) => ({ url, headers: { authorization: `Bearer ${token}` } });
-    // She may read the task and its run (she may claim it), but not the operator's screen.
-    expect((await api(as(MALLORY), 'GET', `/api/tasks/${result.taskId}`)).status).toBe(200);
-    const hers = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}`);
-    expect(hers.status).toBe(200);
-    expect(hers.json.screen).toBeNull();
+    // She may read the task (she may claim it), but not its run: the steps are the operator's work.
+    const task = await api(as(MALLORY), 'GET', `/api/tasks/${result.taskId}`);
+    expect([task.status, task.json.runs]).toEqual([200, []]);
+    const run = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}`);
+    expect([run.status, run.json.error.code]).toEqual([403, 'FORBIDDEN']);
     const image = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}/screen`);
     expect([image.status, image.json.error.code]).toEqual([403, 'FORBIDDEN']);
-    // The operator sees it.
+    // Its event stream carries the log's rows, not the steps' arguments and results.
+    const stream = await openStream(`${url}/api/tasks/${result.taskId}/events`, as(MALLORY).headers);
+    expect([stream.status, stream.error]).toEqual([200, undefined]);
+    const last = (await h.tm.getTask(result.taskId)).events.at(-1)!.id;
+    await stream.next((e) => e.id === last, 'the release, the last row');
+    stream.close();
+    expect(stream.events.some((e) => e.event === 'step_finished')).toBe(true);
+    expect(JSON.stringify(stream.events)).not.toContain('SECRET-STEP-RESULT');
+
+    // Any agent may claim it; holding it, she sees the run she is to carry on, still not the screen.
+    await h.tm.claimTask({ agent: 'mallory', taskId: result.taskId });
+    const held = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}`);
+    expect([held.status, held.json.screen]).toEqual([200, null]);
+    expect(JSON.stringify(held.json.steps)).toContain('SECRET-STEP-RESULT');
+    expect((await api(as(MALLORY), 'GET', `/api/runs/${result.runId}/screen`)).status).toBe(403);
+    // The operator sees both.
     expect((await api(as(OP), 'GET', `/api/runs/${result.runId}`)).json.screen).toMatchObject({ url: `/api/runs/${result.runId}/screen` });
     expect((await fetch(`${url}/api/runs/${result.runId}/screen`, { headers: as(OP).headers })).status).toBe(200);
   });

@@ -9,6 +9,7 @@ import {
   EngineError,
   type RunStore,
   type TaskManager,
+  maySeeRuns,
   toWireEvent,
   toWireRun,
   toWireTask,
@@ -100,7 +101,8 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
         const { task, events } = q.events_after === undefined
           ? await tm.getTask(id, { as: actor }).then((t) => ({ task: t, events: t.events }))
           : await readableTask(tm, actor, id).then(async (t) => ({ task: t, events: await tm.store.readEvents({ taskId: id, afterId: q.events_after }) }));
-        const taskRuns = await runs.runsOf(task.id);
+        // An agent that merely may claim the task sees the task, not its runs (authority.ts maySeeRuns).
+        const taskRuns = maySeeRuns(actor, task) ? await runs.runsOf(task.id) : [];
         return { json: { ...toWireTask(task), events: events.map(toWireEvent), runs: taskRuns.map(toWireRun) } };
       },
     },

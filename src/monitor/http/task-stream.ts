@@ -28,6 +28,7 @@ import {
   EngineError,
   isTerminal,
   mayControl,
+  maySeeRuns,
   mayRead,
   toWireRun,
   toWireStep,
@@ -63,7 +64,7 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
     if (existing?.attached === true) throw new HttpError(409, 'RUN_ACTIVE', `task ${taskId}: its run is already owned by another stream`);
     const last = (await runs.runsOf(taskId)).at(-1);
 
-    if (cursor === undefined && existing === undefined && last !== undefined && last.finishedAt !== null && task.state !== 'pending') {
+    if (cursor === undefined && existing === undefined && last !== undefined && last.finishedAt !== null && task.state !== 'pending' && maySeeRuns(actor, task)) {
       const stream = deps.open(req, res, actor);
       await replayRun(stream, tm.store, await runs.getRun(last.id));
       stream.end();
@@ -101,7 +102,7 @@ export function taskEventsHandler(deps: TaskStreamDeps): Handler {
       from: cursor ?? 0,
       wake: ended,
       done: ended !== undefined ? () => outcome !== undefined : async () => isTerminal((await tm.store.getTask(taskId, false)).state),
-      ...(actor.role === 'agent' ? { mayRead: async () => mayRead(actor, await tm.store.getTask(taskId, false)) } : {}),
+      ...(actor.role === 'agent' ? { access: async () => accessOf(actor, await tm.store.getTask(taskId, false)) } : {}),
     });
     // Not `error`: EventSource reserves that name for its own connection errors.
     if (outcome?.type === 'error') await stream.send({ event: 'stream_error', data: { error: outcome.error } });
@@ -123,10 +124,19 @@ interface PumpOptions {
   wake?: Promise<unknown>;
   /**
    * Asked before each batch is sent: reading is authority at every moment, not only when the
-   * stream opened (an agent that could read a pending task may not follow another's run of it).
+   * stream opened (an agent that could read a pending task may not follow another's run of it),
+   * and so is seeing the runs (an agent that may claim the task gets its events without the
+   * steps' arguments and results). Unset: everything.
    */
-  mayRead?: () => Promise<boolean>;
+  access?: () => Promise<Access>;
 }
+
+interface Access {
+  read: boolean;
+  runs: boolean;
+}
+
+const accessOf = (actor: Actor, task: Parameters<typeof mayRead>[1]): Access => ({ read: mayRead(actor, task), runs: maySeeRuns(actor, task) });
 
 /** Streams the task's rows after `from`, live, until `done` and everything before it is sent. */
 async function pump(stream: SseStream, store: TaskStore, runs: RunStore, o: PumpOptions): Promise<void> {
@@ -146,13 +156,14 @@ async function pump(stream: SseStream, store: TaskStore, runs: RunStore, o: Pump
       const finished = await o.done();
       dirty = false;
       const rows = await store.readEvents({ afterId: cursor, taskId: o.taskId, limit: PAGE });
-      if (rows.length > 0 && o.mayRead !== undefined && !(await o.mayRead())) {
+      const access = rows.length > 0 && o.access !== undefined ? await o.access() : { read: true, runs: true };
+      if (!access.read) {
         await stream.send({ event: 'stream_error', data: { error: { code: 'FORBIDDEN', message: `task ${o.taskId} is no longer yours to read` } } });
         return;
       }
       for (const row of rows) {
         if (stream.signal.aborted) return;
-        await stream.send(toStreamMessage(row, await detail(row)));
+        await stream.send(toStreamMessage(row, access.runs ? await detail(row) : {}));
         cursor = row.id;
       }
       if (rows.length === PAGE) continue;
