@@ -142,7 +142,7 @@ export function checkedRunStore(inner: RunStore): RunStore {
     getRun: async (runId) => (checkId(runId, 'run id'), inner.getRun(runId)),
     getScreen: async (runId) => (checkId(runId, 'run id'), inner.getScreen(runId)),
     runsOf: async (taskId) => (checkId(taskId, 'task id'), inner.runsOf(taskId)),
-    getControl: async (taskId) => (checkId(taskId, 'task id'), inner.getControl(taskId)),
+    getControl: async (taskId, opts) => (checkId(taskId, 'task id'), inner.getControl(taskId, opts)),
     setControl: async (request) => {
       if (request.target !== 'all') {
         if (!Array.isArray(request.target)) refuse('control: target', "must be task ids or 'all'");

@@ -137,7 +137,12 @@ export interface ScreenPort {
 
 /** Stop, pause and resume, from any process. */
 export interface ControlPort {
-  getControl(taskId: number): Promise<ControlState>;
+  /**
+   * `fresh`: read the database now, past any snapshot a wrapper keeps (the daemon shares one
+   * read of the controls among a thread's runs until its watcher reports a change); asked
+   * before a write is called, when a watcher that has not run yet must not decide.
+   */
+  getControl(taskId: number, opts?: { fresh?: boolean }): Promise<ControlState>;
   /** Every task whose control is not `running`: one read for all the runs a thread holds. */
   listControls(): Promise<Map<number, ControlState>>;
   /** Stop, pause or resume from any process; returns the task ids affected. */

@@ -3,10 +3,21 @@ import { depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
 import { deadline } from '../tools/deadline.js';
 import type { Tool, ToolContext } from '../tools/registry.js';
 
-/** `errorType`: a stable name for what went wrong (a trace's `error.type`; the `error` text may quote arguments). */
-export type ExecOutcome = { ok: true; result: unknown; durationMs: number } | { ok: false; error: string; durationMs: number; aborted: boolean; errorType?: string };
+/**
+ * `errorType`: a stable name for what went wrong (a trace's `error.type`; the `error` text may
+ * quote arguments). `notCalled`: the run was stopped before the call, so the tool was never
+ * called: known not to have taken effect (not an unknown write).
+ */
+export type ExecOutcome =
+  | { ok: true; result: unknown; durationMs: number }
+  | { ok: false; error: string; durationMs: number; aborted: boolean; errorType?: string; notCalled?: true };
 
 export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx: Omit<ToolContext, 'signal'>, runSignal: AbortSignal): Promise<ExecOutcome> {
+  // A stopped run calls nothing, even a call its gate admitted and its step began: the tool
+  // would start with its signal already fired, and a write would land after the stop.
+  if (runSignal.aborted) {
+    return { ok: false, error: `${tool.name}: not called: the run was stopped (${String(runSignal.reason)})`, durationMs: 0, aborted: true, errorType: 'not_called', notCalled: true };
+  }
   const started = performance.now();
   const limit = deadline(runSignal, tool.timeoutMs);
   const { signal } = limit;

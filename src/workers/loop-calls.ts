@@ -23,6 +23,13 @@ export interface RunCallsScope {
   state: LoopState;
   hooks: HookRegistry;
   signal: AbortSignal;
+  /**
+   * Reads the task's control now (aborting `signal` on a stop). Asked before a write is
+   * called: a stop committed before the write's step began is then always seen, though the
+   * watcher that reports it may not have run yet (the thread was busy, or the process was
+   * stopped between the two commits), so no write starts after a stop.
+   */
+  recheckControl: () => Promise<void>;
   finish: Finish;
   trace: RunTrace;
 }
@@ -61,6 +68,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       } catch (err) {
         return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false, errorType: 'invalid_args' };
       }
+      if (tool.kind !== 'read') await s.recheckControl();
       return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
     });
     span.end(out);

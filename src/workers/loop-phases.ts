@@ -218,6 +218,11 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     return new Ended({ runId: r.run.id, taskId: fence.taskId, phase: 'waiting_approval', stopReason: 'approval_required', envelope: null });
   }
   const out = await r.calls.exec(verdict.tool.name, verdict.args, key);
+  if (!out.ok && out.notCalled === true) {
+    // Stopped after the step began and before the call: nothing happened, and it says so.
+    yield* settle(r, actionStep, 'rejected', { error: out.error, durationMs: 0 });
+    return AGAIN; // the stop is handled at the top of the loop
+  }
   if (r.hooks.has('tool_after', verdict.tool.kind)) await r.hooks.emit('tool_after', {
     tool: verdict.tool.name, kind: verdict.tool.kind, risk: verdict.tool.risk, args: verdict.args, taskId: fence.taskId, runId: r.run.id,
     agent: fence.agent, card: ctx.task.card, signal: r.signal, services: ctx.services,

@@ -76,12 +76,12 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
 
   // Stop from any process: a control change aborts the in-flight tool or planner call.
   let control: ControlState = await runs.getControl(fence.taskId);
-  const refreshControl = async () => {
-    control = await runs.getControl(fence.taskId);
+  const refreshControl = async (fresh = false) => {
+    control = await runs.getControl(fence.taskId, fresh ? { fresh } : undefined);
     if (control === 'stopped') abort.abort('user_stop');
   };
   const unwatch = ctx.watch(() => void refreshControl().catch(() => undefined));
-  const calls = createRunCalls({ ctx: { ...ctx, runs }, card, run, fence, state, hooks, signal: abort.signal, finish, trace });
+  const calls = createRunCalls({ ctx: { ...ctx, runs }, card, run, fence, state, hooks, signal: abort.signal, recheckControl: () => refreshControl(true), finish, trace });
   const r: RunScope = {
     ctx, card, run, fence, state, hooks, runs, journal, signal: abort.signal, planner, calls, finish, trace,
     allowedTools: card.allowed_tools.flatMap((name) => {
@@ -114,7 +114,7 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
       if (control === 'paused') {
         await runs.setPaused(fence, run.id, true, 'user_pause');
         yield { type: 'run_paused', reason: 'user_pause' };
-        while (r.control() === 'paused' && ctx.draining?.() !== true) await changeOrTimeout(ctx, PAUSE_RECHECK_MS).then(refreshControl);
+        while (r.control() === 'paused' && ctx.draining?.() !== true) await changeOrTimeout(ctx, PAUSE_RECHECK_MS).then(() => refreshControl());
         // A drain releases the run as it is (still paused: where it resumes, it waits again);
         // going round would find it paused and pause it again, a write per turn, forever.
         if (ctx.draining?.() !== true || r.control() === 'stopped') {

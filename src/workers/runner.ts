@@ -112,9 +112,9 @@ function sharedControls(runs: RunStore, tm: TaskManager): { runs: RunStore; watc
   return {
     runs: {
       ...runs,
-      getControl: async (taskId) => {
+      getControl: async (taskId, opts) => {
         // Without subscribers no change would clear the snapshot: read afresh.
-        if (unwatch === undefined) return runs.getControl(taskId);
+        if (unwatch === undefined || opts?.fresh === true) return runs.getControl(taskId);
         const current = (snapshot ??= runs.listControls());
         current.catch(() => {
           if (snapshot === current) snapshot = undefined;

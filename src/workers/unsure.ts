@@ -37,7 +37,7 @@ export const isUnsure = (step: Pick<Step, 'status' | 'result'>): boolean =>
 
 /** What a finished call of `tool` means for its write: `unknown` (a person decides), `retry_same_key`, or nothing unusual. */
 export function unsureWrite(tool: Tool, out: ExecOutcome): 'unknown' | 'retry_same_key' | undefined {
-  if (tool.kind !== 'write' || out.ok || !(out.aborted || out.errorType === 'timeout' || out.errorType === 'TOOL_OUTCOME_UNKNOWN')) return undefined;
+  if (tool.kind !== 'write' || out.ok || out.notCalled === true || !(out.aborted || out.errorType === 'timeout' || out.errorType === 'TOOL_OUTCOME_UNKNOWN')) return undefined;
   return tool.idempotent ? 'retry_same_key' : 'unknown';
 }
 

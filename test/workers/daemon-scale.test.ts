@@ -5,8 +5,9 @@
  */
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 import type { TaskManager } from '../../src/engine/index.js';
 import { ROOT, freshManager, operator, tempDir, waitFor } from '../helpers.js';
@@ -82,6 +83,60 @@ describe('a daemon holds many runs per thread', () => {
     expect((await cli(tm.path, 'stop', '--all')).code).toBe(0);
     await waitFor(async () => (await states(tm, ids)).cancelled === 100, 20_000, 'all 100 runs to be cancelled');
     expect(actionSteps(tm.path, 'wait').every((s) => s.status === 'failed' && s.finished_at !== null)).toBe(true);
+    d.child.kill('SIGTERM');
+    expect(await d.exited).toBe(0);
+  });
+
+  it('a stop committed while its daemon is frozen mid-flight: once thawed, the daemon starts no write (60 runs writing)', async () => {
+    const tm = freshManager();
+    const file = join(tempDir(), 'writes.log');
+    const written = () => (existsSync(file) ? readFileSync(file, 'utf8').split('\n').length - 1 : 0);
+    const script = Array.from({ length: 12 }, (_, k) => [
+      { action: 'tool', tool: 'wait', args: { ms: 2 + (k % 3) } },
+      { action: 'tool', tool: 'log_append', args: { file, line: `w${k}` } },
+    ]).flat();
+    const card = daemonCard({ allowed_tools: ['wait', 'log_append'], scope: {}, budget: { max_steps: 100, max_write_calls: 50 }, script });
+    const ids = (await tm.createTasks(Array.from({ length: 60 }, (_, i) => ({ title: `s${i}`, card })), operator)).map((c) => c.task.id);
+    const d = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '60']);
+    const pid = d.child.pid!;
+    await waitFor(() => written() >= 60, 30_000, 'the writes to be under way');
+    // Frozen between any two instructions (a loaded machine, a debugger, a stopped container):
+    // runs whose write steps commit when it thaws never saw the stop through their watcher.
+    // Frozen inside a write transaction, it would hold the lock and the stop could not commit:
+    // thaw and freeze again until it is frozen outside one.
+    const probe = new Database(tm.path, { timeout: 0 });
+    const lockFree = () => {
+      try {
+        probe.exec('BEGIN IMMEDIATE; ROLLBACK');
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    for (let attempt = 0; ; attempt++) {
+      d.child.kill('SIGSTOP');
+      await waitFor(() => /^\d+ \(.*\) T/.test(readFileSync(`/proc/${pid}/stat`, 'utf8')), 5000, 'the daemon to be frozen');
+      if (lockFree()) break;
+      expect(attempt, 'a freeze outside a write transaction').toBeLessThan(50);
+      d.child.kill('SIGCONT');
+      await sleep(5);
+    }
+    probe.close();
+    const atStop = written();
+    expect(atStop).toBeGreaterThanOrEqual(60);
+    expect((await cli(tm.path, 'stop', '--all')).code).toBe(0);
+    // Frozen a while longer: every run's wait ends meanwhile, so all go for their write at the thaw.
+    await sleep(300);
+    d.child.kill('SIGCONT');
+    await waitFor(async () => (await states(tm, ids)).cancelled === 60, 30_000, 'all 60 runs to end cancelled');
+    // A call already past its last look at the control when the process froze may still go
+    // out: at most one per thread. Without that look (the watcher alone), 5 to 39 did.
+    expect(written() - atStop).toBeLessThanOrEqual(2);
+    // Every write that went out is on record as done or of unknown outcome; none marked not called went out.
+    const db = new Database(tm.path, { readonly: true });
+    const recorded = db.prepare("SELECT count(*) AS n FROM steps WHERE tool = 'log_append' AND status IN ('ok', 'unknown')").get() as { n: number };
+    db.close();
+    expect(recorded.n).toBe(written());
     d.child.kill('SIGTERM');
     expect(await d.exited).toBe(0);
   });

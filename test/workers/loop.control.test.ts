@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../src/tools/registry.js';
 import { card, claimWith, drive, harness, loopContext } from './harness.js';
 
 describe('stop and pause from another process', () => {
@@ -17,6 +19,26 @@ describe('stop and pause from another process', () => {
     const task = await h.tm.getTask(claim.id);
     expect(task.state).toBe('cancelled');
     expect(task.events.map((e) => e.type)).toContain('run.stop_requested');
+  });
+
+  it('a stop committed after a write’s step began and before its call: the tool is not called, even when no watcher has reported the stop yet', async () => {
+    const h = harness();
+    let called = 0;
+    h.tools.register(defineTool({ name: 'charge', description: 'A write.', kind: 'write', args: z.object({}), execute: async () => ({ charged: ++called }) }));
+    const claim = await claimWith(h, card({ allowed_tools: ['charge'], script: [{ action: 'tool', tool: 'charge', args: {} }, { action: 'done' }] }));
+    // No watcher: the stop is committed by another process while this one is busy (or was
+    // stopped itself) between the step's commit and the call, as in a daemon under load.
+    const { result, events } = await drive(loopContext(h, claim, { watch: () => () => undefined }), async (e) => {
+      if (e.type === 'step_started' && e.step.kind === 'action') {
+        await h.other().runs.setControl({ target: [claim.id], state: 'stopped', actor: { id: 'operator', role: 'operator' } });
+      }
+    });
+    expect(called).toBe(0);
+    expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
+    const action = events.find((e) => e.type === 'step_finished' && e.step.kind === 'action');
+    expect(action).toMatchObject({ step: { status: 'rejected', error: 'charge: not called: the run was stopped (user_stop)' } });
+    // Known not done: not an unknown side effect in the envelope.
+    expect(result.envelope?.side_effects).toEqual([]);
   });
 
   it('stop --all stops every live run and leaves the backlog alone; stopping a task that never ran cancels it', async () => {
