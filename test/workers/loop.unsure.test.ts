@@ -207,3 +207,47 @@ describe('a write whose call timed out or was cut off', () => {
     expect(state.trace.sideEffects.map((e) => [e.seq, e.status])).toEqual([[1, 'unknown'], [4, 'done']]);
   });
 });
+
+describe('a run ended outside it while a write is begun', () => {
+  const operatorActor = { id: 'operator', role: 'operator' as const };
+
+  it('a cancel during the call: the begun write is settled unknown and is the envelope’s side effect', async () => {
+    const h = harness();
+    const other = h.other();
+    let taskId = 0;
+    h.tools.register(defineTool({
+      name: 'charge', description: 'A write.', kind: 'write', args: z.object({ amount: z.int() }),
+      // The operator cancels the task while the charge is going out.
+      execute: async () => (await other.tm.cancelTask({ taskId, actor: operatorActor, reason: 'changed my mind' }), { charged: true }),
+    }));
+    const claim = await claimWith(h, card({ allowed_tools: ['charge'], script: [{ action: 'tool', tool: 'charge', args: { amount: 5 } }, { action: 'done' }] }));
+    taskId = claim.id;
+    await expect(drive(loopContext(h, claim))).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    const [ended] = await h.runs.runsOf(claim.id);
+    const run = await h.runs.getRun(ended!.id);
+    expect(run.steps.find((s) => s.tool === 'charge')).toMatchObject({ status: 'unknown', error: expect.stringContaining('may or may not have taken effect') });
+    expect(run.envelope).toMatchObject({ phase: 'cancelled', side_effects: [{ tool: 'charge', args: { amount: 5 }, status: 'unknown' }] });
+    expect((run.envelope as { safe_resume: { condition: string } }).safe_resume.condition).toMatch(/while step \d+ \(charge\) had begun: check whether it took effect/);
+  });
+
+  it('its daemon gone on the last attempt: the sweep fails the task, and the write it had begun is listed, not lost', async () => {
+    const h = harness();
+    h.tools.register(defineTool({
+      name: 'charge', description: 'A write.', kind: 'write', args: z.object({ amount: z.int() }),
+      // The daemon "dies" in the call: it never answers (its signal is the test's way out).
+      execute: async (_a, ctx) => new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('aborted')))),
+    }));
+    const c = card({ allowed_tools: ['charge'], script: [{ action: 'tool', tool: 'charge', args: { amount: 7 } }, { action: 'done' }] });
+    const task = (await h.tm.createTask({ title: 'last try', card: c, maxAttempts: 1 }, operatorActor)).task;
+    const claim = (await h.tm.claimTask({ agent: 'worker', start: true, leaseMs: 100 }))!;
+    const run = drive(loopContext(h, claim), () => undefined).catch((err: unknown) => err);
+    await waitFor(async () => (await h.runs.runsOf(task.id)).length === 1 && (await h.runs.getRun((await h.runs.runsOf(task.id))[0]!.id)).steps.some((s) => s.tool === 'charge'), 5000, 'the charge to begin');
+    await waitFor(async () => (await h.other().tm.sweep({ graceMs: 0 })).failed.includes(task.id), 5000, 'the sweep to fail the task');
+    await run;
+    const [ended] = await h.runs.runsOf(task.id);
+    const got = await h.runs.getRun(ended!.id);
+    expect(got.steps.find((s) => s.tool === 'charge')).toMatchObject({ status: 'unknown' });
+    // Before: side_effects [] and the step left started, though no run of this task will ever ask.
+    expect(got.envelope).toMatchObject({ phase: 'failed', stop_reason: 'task_failed', side_effects: [{ tool: 'charge', args: { amount: 7 }, status: 'unknown' }] });
+  });
+});

@@ -7,7 +7,7 @@
  */
 import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
-import { type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
+import { ABANDONED_WRITE_ERROR, type BegunWrite, type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
 import type { Opening, Query } from './connection.js';
 import { hold } from './transaction.js';
@@ -220,7 +220,13 @@ async function closeOpenRun(q: Query, row: TaskRow, now: number, events: TaskEve
   );
   if (run === undefined) return;
   const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
-  const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version);
+  // Only a write commits its step before the call (reads and decisions are written settled).
+  const begun = await q<BegunWrite>(
+    `UPDATE steps SET status = 'unknown', error = $1, finished_at = $2 WHERE run_id = $3 AND kind = 'action' AND status = 'started' RETURNING seq, tool, args`,
+    [ABANDONED_WRITE_ERROR, now, run.id],
+  );
+  begun.sort((a, b) => a.seq - b.seq);
+  const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, begun);
   await q('UPDATE runs SET phase = $1, stop_reason = $2, envelope = $3, finished_at = $4 WHERE id = $5', [
     envelope.phase,
     envelope.stop_reason,
