@@ -158,48 +158,6 @@ export function stageMove(row: TaskRow, spec: MoveSpec, now: number): { next: Ta
   return { next, event: { id: 0, taskId: row.id, type, actor: spec.actor.id, actorRole: spec.actor.role, data, createdAt: now } };
 }
 
-/** A write step a run began (its intent committed) and never settled, as the store read it. */
-export interface BegunWrite {
-  seq: number;
-  tool: string | null;
-  /** JSON text, as stored. */
-  args: string | null;
-}
-
-/** The error a begun write is settled with when its run is ended outside it. */
-export const ABANDONED_WRITE_ERROR =
-  'its run was ended outside it (the task failed or was cancelled) while the call was begun; the write may or may not have taken effect';
-
-/**
- * The envelope of a run whose task failed or was cancelled outside it (an operator's cancel,
- * the sweep's last reclaim): the run is ended with it, so no run stays open on a finished task.
- * Writes it had begun and not settled (a daemon killed mid-call, a cancel mid-call) are its
- * unknown side effects: settled `unknown` by the caller and listed here, for a person to check,
- * since no run of this task will ever ask. Its settled steps are the rest of the record.
- */
-export function abandonedRunEnvelope(runId: number, row: TaskRow, steps: number, checkpointVersion: number, begun: readonly BegunWrite[] = []) {
-  const phase = row.state === 'cancelled' ? 'cancelled' : 'failed';
-  const stopReason = row.state === 'cancelled' ? 'task_cancelled' : 'task_failed';
-  const open = begun.map((s) => `step ${s.seq} (${s.tool ?? 'a tool'})`).join(', ');
-  return {
-    run_id: runId,
-    task_id: row.id,
-    phase,
-    stop_reason: stopReason,
-    goal_progress: { completed: [], pending: [] },
-    side_effects: begun.map((s) => ({ tool: s.tool, args: s.args === null ? null : (JSON.parse(s.args) as unknown), seq: s.seq, status: 'unknown' })),
-    evidence: [],
-    acceptance: null,
-    trace: { used_tools: [], rejected_calls: [], pending_ids: [], step_count: steps },
-    safe_resume: {
-      condition: begun.length === 0
-        ? `none: the task was ${row.state} outside its run; its steps are the record`
-        : `none: the task was ${row.state} outside its run while ${open} had begun: check whether ${begun.length === 1 ? 'it' : 'they'} took effect before doing ${begun.length === 1 ? 'it' : 'them'} again; its steps are the record`,
-      checkpoint_version: checkpointVersion,
-    },
-  };
-}
-
 /** Where a reclaimed task goes (lease ran out, daemon died): back to pending, or failed on its last attempt. */
 export function reclaimSpec(row: TaskRow, reason: string): MoveSpec {
   const exhausted = row.attempts >= row.max_attempts;

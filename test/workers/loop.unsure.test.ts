@@ -220,14 +220,28 @@ describe('a run ended outside it while a write is begun', () => {
       // The operator cancels the task while the charge is going out.
       execute: async () => (await other.tm.cancelTask({ taskId, actor: operatorActor, reason: 'changed my mind' }), { charged: true }),
     }));
-    const claim = await claimWith(h, card({ allowed_tools: ['charge'], script: [{ action: 'tool', tool: 'charge', args: { amount: 5 } }, { action: 'done' }] }));
+    h.tools.register(defineTool({ name: 'put', description: 'A write.', kind: 'write', args: z.object({ n: z.int() }), execute: async ({ n }) => ({ n }) }));
+    const claim = await claimWith(h, card({
+      allowed_tools: ['put', 'echo', 'charge'],
+      script: [
+        { action: 'tool', tool: 'put', args: { n: 1 } },
+        { action: 'tool', tool: 'echo', args: { text: 'a read' } },
+        { action: 'tool', tool: 'charge', args: { amount: 5 } },
+        { action: 'done' },
+      ],
+    }));
     taskId = claim.id;
     await expect(drive(loopContext(h, claim))).rejects.toMatchObject({ code: 'STALE_CLAIM' });
     const [ended] = await h.runs.runsOf(claim.id);
     const run = await h.runs.getRun(ended!.id);
     expect(run.steps.find((s) => s.tool === 'charge')).toMatchObject({ status: 'unknown', error: expect.stringContaining('may or may not have taken effect') });
-    expect(run.envelope).toMatchObject({ phase: 'cancelled', side_effects: [{ tool: 'charge', args: { amount: 5 }, status: 'unknown' }] });
-    expect((run.envelope as { safe_resume: { condition: string } }).safe_resume.condition).toMatch(/while step \d+ \(charge\) had begun: check whether it took effect/);
+    // The write done and the write begun, not the read between them.
+    expect(run.envelope).toMatchObject({ phase: 'cancelled' });
+    expect((run.envelope as { side_effects: unknown[] }).side_effects).toEqual([
+      { tool: 'put', args: { n: 1 }, seq: expect.any(Number), status: 'done' },
+      { tool: 'charge', args: { amount: 5 }, seq: expect.any(Number), status: 'unknown' },
+    ]);
+    expect((run.envelope as { safe_resume: { condition: string } }).safe_resume.condition).toMatch(/with step \d+ \(charge\) of unknown outcome: check whether it took effect/);
   });
 
   it('its daemon gone on the last attempt: the sweep fails the task, and the write it had begun is listed, not lost', async () => {

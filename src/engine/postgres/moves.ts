@@ -7,7 +7,8 @@
  */
 import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
-import { ABANDONED_WRITE_ERROR, type BegunWrite, type MoveSpec, type TaskRow, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
+import { ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSideEffects } from '../abandoned-run.js';
+import { type MoveSpec, type TaskRow, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
 import type { Opening, Query } from './connection.js';
 import { hold } from './transaction.js';
@@ -220,13 +221,17 @@ async function closeOpenRun(q: Query, row: TaskRow, now: number, events: TaskEve
   );
   if (run === undefined) return;
   const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
-  // Only a write commits its step before the call (reads and decisions are written settled).
-  const begun = await q<BegunWrite>(
-    `UPDATE steps SET status = 'unknown', error = $1, finished_at = $2 WHERE run_id = $3 AND kind = 'action' AND status = 'started' RETURNING seq, tool, args`,
-    [ABANDONED_WRITE_ERROR, now, run.id],
+  const actions = await q<ActionRow>("SELECT seq, tool, args, status, result FROM steps WHERE run_id = $1 AND kind = 'action' ORDER BY seq", [run.id]);
+  // The run's intents (abandoned-run.ts), through task_events_by_task.
+  const intents = await q<{ seq: number }>(
+    "SELECT (data::jsonb ->> 'seq')::integer AS seq FROM task_events WHERE task_id = $1 AND type = 'run.step_started' AND (data::jsonb ->> 'run_id')::bigint = $2",
+    [row.id, run.id],
   );
-  begun.sort((a, b) => a.seq - b.seq);
-  const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, begun);
+  const effects = abandonedSideEffects(actions, new Set(intents.map((i) => i.seq)));
+  if (actions.some((a) => a.status === 'started')) {
+    await q("UPDATE steps SET status = 'unknown', error = $1, finished_at = $2 WHERE run_id = $3 AND kind = 'action' AND status = 'started'", [ABANDONED_WRITE_ERROR, now, run.id]);
+  }
+  const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, effects);
   await q('UPDATE runs SET phase = $1, stop_reason = $2, envelope = $3, finished_at = $4 WHERE id = $5', [
     envelope.phase,
     envelope.stop_reason,

@@ -11,7 +11,8 @@ import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { markWake } from './wake-files.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, rowOf } from './rows.js';
-import { ABANDONED_WRITE_ERROR, type BegunWrite, abandonedRunEnvelope, reclaimSpec, stageMove } from '../task-rows.js';
+import { ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSideEffects } from '../abandoned-run.js';
+import { reclaimSpec, stageMove } from '../task-rows.js';
 
 export type { MoveSpec } from '../task-rows.js';
 import type { MoveSpec } from '../task-rows.js';
@@ -138,8 +139,11 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     'SELECT id, usage, checkpoint_version FROM runs WHERE task_id = ? AND finished_at IS NULL',
   );
   const endRun = db.prepare('UPDATE runs SET phase = ?, stop_reason = ?, envelope = ?, finished_at = ? WHERE id = ?');
-  // Only a write commits its step before the call (reads and decisions are written settled).
-  const begunWrites = db.prepare<[number], BegunWrite>("SELECT seq, tool, args FROM steps WHERE run_id = ? AND kind = 'action' AND status = 'started' ORDER BY seq");
+  const actionsOf = db.prepare<[number], ActionRow>("SELECT seq, tool, args, status, result FROM steps WHERE run_id = ? AND kind = 'action' ORDER BY seq");
+  // The run's intents (abandoned-run.ts): found through task_events_by_task (run events are not chained).
+  const intentsOf = db.prepare<[number, number], { seq: number }>(
+    "SELECT json_extract(data, '$.seq') AS seq FROM task_events WHERE task_id = ? AND prev_id IS NULL AND type = 'run.step_started' AND json_extract(data, '$.run_id') = ?",
+  );
   const settleBegun = db.prepare("UPDATE steps SET status = 'unknown', error = ?, finished_at = ? WHERE run_id = ? AND kind = 'action' AND status = 'started'");
   const stopControl = db.prepare(
     `INSERT INTO controls (task_id, state, reason, updated_at) VALUES (?, 'stopped', ?, ?)
@@ -149,9 +153,10 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     const run = openRun.get(row.id);
     if (run === undefined) return;
     const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
-    const begun = begunWrites.all(run.id);
-    if (begun.length > 0) settleBegun.run(ABANDONED_WRITE_ERROR, now, run.id);
-    const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, begun);
+    const actions = actionsOf.all(run.id);
+    const effects = abandonedSideEffects(actions, new Set(intentsOf.all(row.id, run.id).map((i) => i.seq)));
+    if (actions.some((a) => a.status === 'started')) settleBegun.run(ABANDONED_WRITE_ERROR, now, run.id);
+    const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, effects);
     endRun.run(envelope.phase, envelope.stop_reason, JSON.stringify(envelope), now, run.id);
     stopControl.run(row.id, envelope.stop_reason, now);
     markWake(db, 'controls'); // a loop of this run still going aborts its call
