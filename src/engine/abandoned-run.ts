@@ -5,12 +5,22 @@
  * Pure: no I/O.
  *
  * Which steps were writes: the store has no tool registry, but a write commits its step
- * before the call (a `run.step_started` event, its intent), while reads and decisions are
- * written once settled with no such event. So the intents of the run say which action steps
- * changed, or may have changed, the world. (A call parked for approval commits its intent
- * too, read or write: once approved and done it is listed, erring toward saying more.)
+ * before the call (RunStore.beginStep: its `run.step_started` event says `intent: true`),
+ * while reads and decisions are written once settled, or begun late by a flush when still
+ * running (a `run.step_started` event without `intent`). So the intents of the run say which
+ * action steps changed, or may have changed, the world. (A call parked for approval commits
+ * its intent too, read or write: once approved and done it is listed, erring toward saying
+ * more. A run begun before intents were marked lists none.)
  */
+import type { BeginStepInput } from './runs.js';
 import type { TaskRow } from './task-rows.js';
+
+/** The data of a `run.step_started` event; `intent` marks a call's step committed before the call. */
+export function startedData(input: BeginStepInput, seq: number, intent: boolean): Record<string, unknown> {
+  const data: Record<string, unknown> = { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null };
+  if (intent) data.intent = true;
+  return data;
+}
 
 /** An action step of the run, as stored (`args`, `result`: JSON text). */
 export interface ActionRow {
@@ -24,6 +34,14 @@ export interface ActionRow {
 /** What a begun write that never settled is settled with: it may or may not have happened. */
 export const ABANDONED_WRITE_ERROR =
   'its run was ended outside it (the task failed or was cancelled) while the call was begun; the write may or may not have taken effect';
+/** What a read still running when its run was ended outside it is settled with. */
+export const ABANDONED_READ_ERROR = 'its run was ended outside it (the task failed or was cancelled) while the call was running';
+
+/** How the steps left `started` are settled: a call's intent `unknown`, a read `abandoned` (by seq). */
+export function abandonedSettles(actions: readonly ActionRow[], intents: ReadonlySet<number>): { unknown: number[]; abandoned: number[] } {
+  const started = actions.filter((a) => a.status === 'started');
+  return { unknown: started.filter((a) => intents.has(a.seq)).map((a) => a.seq), abandoned: started.filter((a) => !intents.has(a.seq)).map((a) => a.seq) };
+}
 
 /** The result of an idempotent write of unknown outcome (workers/unsure.ts UNSURE_RESULT), as stored. */
 const UNSURE_RESULT_TEXT = '{"outcome":"unknown"}';

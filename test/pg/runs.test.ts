@@ -65,7 +65,7 @@ describe('runs on PostgreSQL', () => {
     const outcome = await store.write('begin', (q, now, ev) => pgRuns.beginStep(q, fence, { runId, kind: 'action', tool: 'click', args: { x: 1 }, idempotencyKey: 'k1' }, now, ev));
     const step = outcome.value;
     expect(step).toMatchObject({ runId, seq: 1, kind: 'action', status: 'started', tool: 'click', args: { x: 1 }, idempotencyKey: 'k1', finishedAt: null });
-    expect(outcome.events.map((e) => [e.type, e.data])).toEqual([['run.step_started', { run_id: runId, seq: 1, kind: 'action', tool: 'click' }]]);
+    expect(outcome.events.map((e) => [e.type, e.data])).toEqual([['run.step_started', { run_id: runId, seq: 1, kind: 'action', tool: 'click', intent: true }]]);
     expect(outcome.events[0]!.id).toBeGreaterThan(0);
 
     const bytes = new Uint8Array([9, 9, 0x89, 0x50, 0x4e, 0x47, 0x00, 0xff, 0x0d, 0x0a]);

@@ -15,7 +15,10 @@ describe('stop and pause from another process', () => {
     });
     expect(result).toMatchObject({ phase: 'cancelled', stopReason: 'user_stop' });
     const action = events.find((e) => e.type === 'step_finished' && e.step.kind === 'action');
-    expect(action).toMatchObject({ step: { status: 'failed', error: expect.stringContaining('aborted') } });
+    // Aborted in flight, or, when the stop is heard before the call starts (a NOTIFY can
+    // arrive while the stop's own commit is awaited), never called.
+    const { status, error } = (action as { step: { status: string; error: string } }).step;
+    expect([status, error]).toSatisfy(([st, err]: string[]) => (st === 'failed' && /aborted/.test(err!)) || (st === 'rejected' && /not called: the run was stopped/.test(err!)));
     const task = await h.tm.getTask(claim.id);
     expect(task.state).toBe('cancelled');
     expect(task.events.map((e) => e.type)).toContain('run.stop_requested');

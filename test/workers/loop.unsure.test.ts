@@ -244,6 +244,33 @@ describe('a run ended outside it while a write is begun', () => {
     expect((run.envelope as { safe_resume: { condition: string } }).safe_resume.condition).toMatch(/with step \d+ \(charge\) of unknown outcome: check whether it took effect/);
   });
 
+  it('a cancel during a slow read: the read (its started row written by a flush) is abandoned, not an unknown write', async () => {
+    const h = harness();
+    const other = h.other();
+    let taskId = 0;
+    h.tools.register(defineTool({ name: 'put', description: 'A write.', kind: 'write', args: z.object({ n: z.int() }), execute: async ({ n }) => ({ n }) }));
+    h.tools.register(defineTool({
+      name: 'slow_look', description: 'A slow read.', kind: 'read', args: z.object({}),
+      // Past the journal's flush (20 ms), so its started row is on the file; then the cancel.
+      execute: async (_a, ctx) => {
+        await sleep(80);
+        await other.tm.cancelTask({ taskId, actor: operatorActor });
+        await new Promise((_, reject) => ctx.signal.addEventListener('abort', () => reject(new Error('aborted'))));
+      },
+    }));
+    const claim = await claimWith(h, card({
+      allowed_tools: ['put', 'slow_look'],
+      script: [{ action: 'tool', tool: 'put', args: { n: 1 } }, { action: 'tool', tool: 'slow_look', args: {} }, { action: 'done' }],
+    }));
+    taskId = claim.id;
+    await expect(drive(loopContext(h, claim))).rejects.toMatchObject({ code: 'STALE_CLAIM' });
+    const [ended] = await h.runs.runsOf(claim.id);
+    const run = await h.runs.getRun(ended!.id);
+    expect(run.steps.find((s) => s.tool === 'slow_look')).toMatchObject({ status: 'abandoned', error: expect.stringContaining('while the call was running') });
+    expect((run.envelope as { side_effects: unknown[] }).side_effects).toEqual([{ tool: 'put', args: { n: 1 }, seq: expect.any(Number), status: 'done' }]);
+    expect((run.envelope as { safe_resume: { condition: string } }).safe_resume.condition).toMatch(/^none: the task was cancelled outside its run; its steps are the record$/);
+  });
+
   it('its daemon gone on the last attempt: the sweep fails the task, and the write it had begun is listed, not lost', async () => {
     const h = harness();
     h.tools.register(defineTool({

@@ -7,7 +7,7 @@
  */
 import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
-import { ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSideEffects } from '../abandoned-run.js';
+import { ABANDONED_READ_ERROR, ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSettles, abandonedSideEffects } from '../abandoned-run.js';
 import { type MoveSpec, type TaskRow, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
 import type { Opening, Query } from './connection.js';
@@ -224,12 +224,14 @@ async function closeOpenRun(q: Query, row: TaskRow, now: number, events: TaskEve
   const actions = await q<ActionRow>("SELECT seq, tool, args, status, result FROM steps WHERE run_id = $1 AND kind = 'action' ORDER BY seq", [run.id]);
   // The run's intents (abandoned-run.ts), through task_events_by_task.
   const intents = await q<{ seq: number }>(
-    "SELECT (data::jsonb ->> 'seq')::integer AS seq FROM task_events WHERE task_id = $1 AND type = 'run.step_started' AND (data::jsonb ->> 'run_id')::bigint = $2",
+    "SELECT (data::jsonb ->> 'seq')::integer AS seq FROM task_events WHERE task_id = $1 AND type = 'run.step_started' AND (data::jsonb ->> 'run_id')::bigint = $2 AND (data::jsonb ->> 'intent') = 'true'",
     [row.id, run.id],
   );
-  const effects = abandonedSideEffects(actions, new Set(intents.map((i) => i.seq)));
-  if (actions.some((a) => a.status === 'started')) {
-    await q("UPDATE steps SET status = 'unknown', error = $1, finished_at = $2 WHERE run_id = $3 AND kind = 'action' AND status = 'started'", [ABANDONED_WRITE_ERROR, now, run.id]);
+  const intentSeqs = new Set(intents.map((i) => i.seq));
+  const effects = abandonedSideEffects(actions, intentSeqs);
+  const settles = abandonedSettles(actions, intentSeqs);
+  for (const [status, error, seqs] of [['unknown', ABANDONED_WRITE_ERROR, settles.unknown], ['abandoned', ABANDONED_READ_ERROR, settles.abandoned]] as const) {
+    if (seqs.length > 0) await q("UPDATE steps SET status = $1, error = $2, finished_at = $3 WHERE run_id = $4 AND seq = ANY($5::integer[]) AND status = 'started'", [status, error, now, run.id, seqs]);
   }
   const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, effects);
   await q('UPDATE runs SET phase = $1, stop_reason = $2, envelope = $3, finished_at = $4 WHERE id = $5', [

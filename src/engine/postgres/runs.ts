@@ -14,6 +14,7 @@
 import { asAgent, systemActor } from '../actors.js';
 import { EngineError } from '../errors.js';
 import type { ClaimedRun } from '../run-store.js';
+import { startedData } from '../abandoned-run.js';
 import { type RunRow, type StepRow, ZERO_USAGE, toRun, toStep } from '../run-rows.js';
 import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type ScreenInfo, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
 import { stageMove, toTask } from '../task-rows.js';
@@ -75,13 +76,14 @@ async function saveScreen(q: Query, row: StepRow, screen: Uint8Array, now: numbe
 }
 
 /** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
-async function begun(q: Query, f: Fence, input: BeginStepInput, now: number, events: TaskEvent[]): Promise<Step> {
+/** `intent`: a call's step committed before the call (beginStep), not a read begun late by a flush (abandoned-run.ts). */
+async function begun(q: Query, f: Fence, input: BeginStepInput, now: number, events: TaskEvent[], intent: boolean): Promise<Step> {
   const [row] = await q<StepR>(
     `INSERT INTO steps (run_id, seq, kind, status, tool, args, idempotency_key, started_at)
      VALUES ($1, ${NEXT_SEQ}, $2, 'started', $3, $4, $5, $6) RETURNING *`,
     [input.runId, input.kind, input.tool ?? null, jsonOrNull(input.args), input.idempotencyKey ?? null, input.startedAt ?? now],
   );
-  events.push(await appendEvent(q, f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq: row!.seq, kind: input.kind, tool: input.tool ?? null }, now));
+  events.push(await appendEvent(q, f.taskId, 'run.step_started', asAgent(f.agent), startedData(input, row!.seq, intent), now));
   return toStep(row!);
 }
 
@@ -144,7 +146,7 @@ async function written(q: Query, f: Fence, writes: StepWrite[], now: number, eve
       steps.push(await finished(q, f, w.finish, now, events, false));
     } else if ('begin' in w) {
       if (!open(w.begin.runId)) await runOf(q, f, w.begin.runId);
-      steps.push(await begun(q, f, w.begin, now, events));
+      steps.push(await begun(q, f, w.begin, now, events, false));
     } else {
       steps.push(await recorded(q, f, w.record, now, events, false, open(w.record.runId)));
     }
@@ -188,7 +190,7 @@ export const pgRuns = {
     await fenceLight(q, f);
     if (input.before !== undefined) await written(q, f, input.before, now, events);
     await runOf(q, f, input.runId);
-    return begun(q, f, input, now, events);
+    return begun(q, f, input, now, events, true);
   },
 
   async finishStep(q: Query, f: Fence, input: FinishStepInput, now: number, events: TaskEvent[]): Promise<Step> {

@@ -11,7 +11,7 @@ import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { markWake } from './wake-files.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, rowOf } from './rows.js';
-import { ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSideEffects } from '../abandoned-run.js';
+import { ABANDONED_READ_ERROR, ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSettles, abandonedSideEffects } from '../abandoned-run.js';
 import { reclaimSpec, stageMove } from '../task-rows.js';
 
 export type { MoveSpec } from '../task-rows.js';
@@ -142,9 +142,9 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
   const actionsOf = db.prepare<[number], ActionRow>("SELECT seq, tool, args, status, result FROM steps WHERE run_id = ? AND kind = 'action' ORDER BY seq");
   // The run's intents (abandoned-run.ts): found through task_events_by_task (run events are not chained).
   const intentsOf = db.prepare<[number, number], { seq: number }>(
-    "SELECT json_extract(data, '$.seq') AS seq FROM task_events WHERE task_id = ? AND prev_id IS NULL AND type = 'run.step_started' AND json_extract(data, '$.run_id') = ?",
+    "SELECT json_extract(data, '$.seq') AS seq FROM task_events WHERE task_id = ? AND prev_id IS NULL AND type = 'run.step_started' AND json_extract(data, '$.run_id') = ? AND json_extract(data, '$.intent') = 1",
   );
-  const settleBegun = db.prepare("UPDATE steps SET status = 'unknown', error = ?, finished_at = ? WHERE run_id = ? AND kind = 'action' AND status = 'started'");
+  const settleStarted = db.prepare("UPDATE steps SET status = ?, error = ?, finished_at = ? WHERE run_id = ? AND seq = ? AND status = 'started'");
   const stopControl = db.prepare(
     `INSERT INTO controls (task_id, state, reason, updated_at) VALUES (?, 'stopped', ?, ?)
      ON CONFLICT (task_id) DO UPDATE SET state = 'stopped', reason = excluded.reason, updated_at = excluded.updated_at`,
@@ -154,8 +154,11 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
     if (run === undefined) return;
     const steps = (JSON.parse(run.usage) as { steps?: number }).steps ?? 0;
     const actions = actionsOf.all(run.id);
-    const effects = abandonedSideEffects(actions, new Set(intentsOf.all(row.id, run.id).map((i) => i.seq)));
-    if (actions.some((a) => a.status === 'started')) settleBegun.run(ABANDONED_WRITE_ERROR, now, run.id);
+    const intents = new Set(intentsOf.all(row.id, run.id).map((i) => i.seq));
+    const effects = abandonedSideEffects(actions, intents);
+    const settles = abandonedSettles(actions, intents);
+    for (const seq of settles.unknown) settleStarted.run('unknown', ABANDONED_WRITE_ERROR, now, run.id, seq);
+    for (const seq of settles.abandoned) settleStarted.run('abandoned', ABANDONED_READ_ERROR, now, run.id, seq);
     const envelope = abandonedRunEnvelope(run.id, row, steps, run.checkpoint_version, effects);
     endRun.run(envelope.phase, envelope.stop_reason, JSON.stringify(envelope), now, run.id);
     stopControl.run(row.id, envelope.stop_reason, now);

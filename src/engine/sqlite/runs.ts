@@ -3,6 +3,7 @@ import { EngineError } from '../errors.js';
 import { type BeginStepInput, type Budget, type Fence, type FinishRunInput, type FinishStepInput, type OpenRunResult, type ParkRunInput, type RecordStepInput, type ResumeRunInput, type Run, type Step, type StepWrite, type Usage, usageAfter } from '../runs.js';
 import { asAgent, systemActor } from '../actors.js';
 import { isFenced } from '../states.js';
+import { startedData } from '../abandoned-run.js';
 import { RUN_COLUMNS, type RunRow, type StepRow, ZERO_USAGE, runRowOf, toRun, toStep } from '../run-rows.js';
 import { toWireBudget } from '../wire.js';
 import type { Actor, Task, TaskEvent } from '../types.js';
@@ -128,7 +129,8 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
   }
 
   /** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
-  function begun(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[], seq = nextSeq.get(input.runId)!.seq): Step {
+  /** `intent`: a call's step committed before the call (beginStep), not a read begun late by a flush (abandoned-run.ts). */
+  function begun(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[], intent: boolean, seq = nextSeq.get(input.runId)!.seq): Step {
     const row: StepRow = {
       id: 0,
       run_id: input.runId,
@@ -146,7 +148,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       finished_at: null,
     };
     row.id = Number(insertStep.run(row.run_id, seq, row.kind, row.tool, row.args, row.idempotency_key, row.started_at).lastInsertRowid);
-    events.push(writer.append(f.taskId, 'run.step_started', asAgent(f.agent), { run_id: input.runId, seq, kind: input.kind, tool: input.tool ?? null }, now));
+    events.push(writer.append(f.taskId, 'run.step_started', asAgent(f.agent), startedData(input, seq, intent), now));
     return toStep(row);
   }
 
@@ -216,7 +218,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       if ('finish' in w) return finished(f, w.finish, now, events, false);
       if ('begin' in w) {
         open(w.begin.runId);
-        return begun(f, w.begin, now, events, seqOf(w.begin.runId));
+        return begun(f, w.begin, now, events, false, seqOf(w.begin.runId));
       }
       open(w.record.runId);
       return recorded(f, w.record, now, events, seqOf(w.record.runId));
@@ -267,7 +269,7 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
       const opened = new Map<number, RunRow>();
       if (input.before !== undefined) written(f, input.before, now, events, opened);
       if (!opened.has(input.runId)) runOf(f, input.runId);
-      return begun(f, input, now, events);
+      return begun(f, input, now, events, true);
     },
     finishStep(f, input, now, events) {
       fenceLight(f);
