@@ -83,12 +83,14 @@ export function assertReadable(actor: Actor, task: ReadSubject): void {
 
 /**
  * Who may see a task's runs (their steps with the tools' arguments and results, their
- * envelopes): people, the task's creator and the agent holding it. Not an agent that merely
- * may claim it: a released task is pending, readable by every agent so that it may decide
- * whether to claim it, and its earlier runs' tool results are someone else's work.
+ * envelopes, the run data in its events: reader-view.ts): people and the task's creator.
+ * Not an agent that may claim it: a released task is pending, readable by every agent so
+ * that it may decide whether to claim it, and its earlier runs are someone else's work. Nor
+ * the agent holding it: any agent may claim a pending task, so holding it proves nothing.
+ * (A daemon reads the runs it carries on from the store, not through this rule.)
  */
 export function maySeeRuns(actor: Actor, task: AuthoritySubject): boolean {
-  return actor.role !== 'agent' || isCreator(task, actor) || task.assignee === actor.id;
+  return actor.role !== 'agent' || isCreator(task, actor);
 }
 
 /**

@@ -7,6 +7,8 @@ import { type AuthoritySubject, mayControl } from './authority.js';
 import { EngineError } from './errors.js';
 import type { ControlRequest } from './run-store.js';
 import type { ControlState } from './runs.js';
+import { isTerminal } from './states.js';
+import type { TaskRow } from './task-rows.js';
 import type { TaskState } from './types.js';
 
 /** What a request does to one task. */
@@ -61,6 +63,23 @@ export function controlStep(
   if (task.state === 'pending' && neverRan === true) return { kind: 'cancel' };
   return { kind: 'stop', requeue: task.state === 'waiting' };
 }
+
+/** The task a control is about, from its stored row. */
+export const controlledTask = (row: TaskRow): ControlledTask => ({ id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee });
+
+/**
+ * A task a request names, checked before anything is written: authority first, so that one
+ * who may not control it learns nothing of its state (a finished task's refusal names
+ * the state); then that it is not over.
+ */
+export function checkNamedTarget(row: TaskRow, request: ControlRequest): void {
+  const verdict = mayControl(request.actor, controlledTask(row));
+  if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { task_id: row.id });
+  if (isTerminal(row.state)) throw endedTaskError(row.id, row.state, request.state);
+}
+
+/** Whether a request of `all` takes this live task in: what its actor may control (an agent's own), not a refusal naming another's. */
+export const inAll = (row: TaskRow, request: ControlRequest): boolean => mayControl(request.actor, controlledTask(row)).ok;
 
 /** Whether a stop of this task needs to know if it ever ran (see controlStep). */
 export const asksIfRan = (request: ControlRequest, task: { state: TaskState }): boolean => request.state === 'stopped' && task.state === 'pending';

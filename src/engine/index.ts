@@ -2,6 +2,7 @@
 export * from './types.js';
 export * from './actors.js';
 export * from './authority.js';
+export * from './reader-view.js';
 export * from './errors.js';
 export * from './states.js';
 export * from './bus.js';

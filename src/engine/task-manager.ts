@@ -5,6 +5,7 @@
  */
 import { assertActorName, assertBindableName } from './actors.js';
 import { assertReadable, checkCardAuthor } from './authority.js';
+import { eventsForReader } from './reader-view.js';
 import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
 import * as S from './schemas.js';
@@ -130,8 +131,9 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
     },
     async getTask(id, o = {}) {
       const task = await store.getTask(S.parse(S.taskId, id, 'task id'), true);
-      if (o.as !== undefined) assertReadable(o.as, task);
-      return task;
+      if (o.as === undefined) return task;
+      assertReadable(o.as, task);
+      return { ...task, events: eventsForReader(o.as, task, task.events) };
     },
     findTasks: async (query = {}) => store.findTasks(S.parse(S.findTasksQuery, query, 'list')),
     async sweep(o = {}) {

@@ -127,7 +127,10 @@ export function movedRow(row: TaskRow, to: TaskState, now: number, result: strin
     created_at: row.created_at,
     updated_at: now,
     card: row.card,
-    result,
+    // Back in the queue, a task has no result: what a run left there (a parked run's
+    // envelope, with its calls' arguments) is its runs' record, not something every agent
+    // that may claim the task should read.
+    result: to === 'pending' ? null : result,
     creator_role: row.creator_role,
     last_event_id: row.last_event_id,
   };

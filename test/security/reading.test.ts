@@ -13,6 +13,8 @@
  *    streaming the steps, arguments and results of the run of whoever claims it.
  */
 import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import { defineTool } from '../../src/tools/registry.js';
 import { OPERATOR } from '../../src/engine/index.js';
 import { builtInTools } from '../../src/tools/builtin.js';
 import { createToolRegistry } from '../../src/tools/registry.js';
@@ -181,5 +183,78 @@ describe('any move of a task the agent may not read', () => {
       code: 'STALE_CLAIM',
       data: { state: 'review' },
     });
+  });
+});
+
+describe('a task an agent may claim, not its runs', () => {
+  it('its events carry no call arguments or tool errors, its result no parked envelope, and claiming it shows no more', async () => {
+    const h = harness();
+    h.tools.register(defineTool({ name: 'lookup', description: 'A read that fails.', kind: 'read', args: z.object({}), execute: async () => { throw new Error('lookup failed for SSN 078-05-1120'); } }));
+    h.tools.register(defineTool({ name: 'pay', description: 'A write.', kind: 'write', args: z.object({ to: z.string() }), execute: async ({ to }) => ({ paid: to }) }));
+    const task = (await h.tm.createTask({
+      title: 'payroll',
+      card: loopCard({
+        allowed_tools: ['lookup', 'pay'],
+        approval: { tools: ['pay'] },
+        script: [{ action: 'tool', tool: 'lookup', args: {} }, { action: 'tool', tool: 'pay', args: { to: 'SECRET-ACCOUNT-42' } }, { action: 'done' }],
+      }),
+    }, operator)).task;
+    const claim = (await h.tm.claimTask({ agent: 'worker', start: true }))!;
+    expect((await drive(loopContext(h, claim))).result.phase).toBe('waiting_approval');
+    const [approval] = await h.runs.listApprovals('pending');
+    await h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: operator });
+    // Back to pending: every agent may read it (to decide whether to claim it).
+    const seen = await h.tm.getTask(task.id, { as: agent('mallory') });
+    expect(seen.state).toBe('pending');
+    expect(seen.result).toBeNull();
+    // The tool's error text and the call's arguments (an LLM's come from tool results, not
+    // the card) are gone; which step of which run did what is still there.
+    expect(JSON.stringify(seen.events)).not.toContain('078-05-1120');
+    const requested = seen.events.find((e) => e.type === 'approval.requested')!.data;
+    expect(requested).toMatchObject({ run_id: expect.any(Number), tool: 'pay' });
+    expect(requested).not.toHaveProperty('args');
+    // Its operator sees all of it.
+    const full = await h.tm.getTask(task.id, { as: operator });
+    expect(JSON.stringify(full.events)).toContain('078-05-1120');
+    expect(full.events.find((e) => e.type === 'approval.requested')!.data).toHaveProperty('args');
+    // Claiming it (any agent may) shows her no more.
+    await h.tm.claimTask({ agent: 'mallory', taskId: task.id });
+    expect(JSON.stringify((await h.tm.getTask(task.id, { as: agent('mallory') })).events)).not.toContain('078-05-1120');
+  });
+
+  it('a task back in the queue has no result: what its last holder or run left there goes', async () => {
+    const h = harness();
+    const id = (await h.tm.createTask({ title: 'parked', card: loopCard() }, operator)).task.id;
+    const claim = (await h.tm.claimTask({ agent: 'worker', taskId: id, start: true }))!;
+    // As a run parks waiting_input with its envelope (the calls' arguments) for its result.
+    await h.tm.transitionTask({ taskId: id, to: 'waiting', actor: agent('worker'), claimToken: claim.claimToken, result: { side_effects: [{ args: { to: 'SECRET-ACCOUNT-42' } }] } });
+    expect(JSON.stringify((await h.tm.getTask(id)).result)).toContain('SECRET-ACCOUNT-42');
+    await h.tm.transitionTask({ taskId: id, to: 'pending', actor: operator, reason: 'resumed' });
+    const listed = await h.tm.findTasks({ visibleTo: agent('mallory') });
+    expect(listed.find((t) => t.id === id)?.result).toBeNull();
+  });
+});
+
+describe('stop, pause and resume of a task the agent may not control', () => {
+  it('answer one FORBIDDEN whatever its state, and stop --all by an agent leaves others’ runs alone without naming them', async () => {
+    const h = harness();
+    const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
+    const live = await made('held');
+    await h.tm.claimTask({ agent: 'worker', taskId: live, start: true });
+    const done = await made('cancelled');
+    await h.tm.cancelTask({ taskId: done, actor: operator });
+    const answers = new Set<string>();
+    for (const id of [live, done]) {
+      for (const state of ['stopped', 'paused', 'running'] as const) {
+        const refused = await h.runs.setControl({ target: [id], state, actor: agent('mallory') }).catch((err: { code: string; message: string }) => err);
+        answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(id), 'N')}`);
+      }
+    }
+    // Before: INVALID_TRANSITION "task N is cancelled; there is no run to stop" for the finished one.
+    expect([...answers]).toEqual(['FORBIDDEN: task N: only its creator or an operator may stop, pause or resume it (agent mallory may not)']);
+    // Her stop --all stops what she may stop (nothing here), not a refusal naming another's live task.
+    expect(await h.runs.setControl({ target: 'all', state: 'stopped', actor: agent('mallory') })).toEqual([]);
+    expect(await h.runs.getControl(live)).toBe('running');
+    expect(await h.runs.setControl({ target: 'all', state: 'stopped', actor: operator })).toEqual([live]);
   });
 });

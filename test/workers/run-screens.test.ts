@@ -52,7 +52,7 @@ describe('the screen a run observed', () => {
     expect(await h.runs.getScreen(result.runId)).toBeNull();
   });
 
-  it('an agent that may only claim a released desktop task sees neither its run nor its screens; once it holds it, the run but not the screens; its creator and an operator see both', async () => {
+  it('an agent that may only claim a released desktop task sees neither its run nor its screens, nor once it holds it; an operator sees both', async () => {
     const h = harness();
     h.tools.register(fakeScreen);
     const before = calls();
@@ -84,12 +84,15 @@ describe('the screen a run observed', () => {
     expect(stream.events.some((e) => e.event === 'step_finished')).toBe(true);
     expect(JSON.stringify(stream.events)).not.toContain('SECRET-STEP-RESULT');
 
-    // Any agent may claim it; holding it, she sees the run she is to carry on, still not the screen.
+    // Any agent may claim it, so holding it shows her no more: neither the run nor the screen.
     await h.tm.claimTask({ agent: 'mallory', taskId: result.taskId });
-    const held = await api(as(MALLORY), 'GET', `/api/runs/${result.runId}`);
-    expect([held.status, held.json.screen]).toEqual([200, null]);
-    expect(JSON.stringify(held.json.steps)).toContain('SECRET-STEP-RESULT');
+    expect((await api(as(MALLORY), 'GET', `/api/runs/${result.runId}`)).status).toBe(403);
     expect((await api(as(MALLORY), 'GET', `/api/runs/${result.runId}/screen`)).status).toBe(403);
+    // Nor may she ask an approval's state by deciding it, or watch the log's pace through the list's cursor.
+    const decide = await api(as(MALLORY), 'POST', '/api/approvals/1/approve', {});
+    expect([decide.status, decide.json.error.code]).toEqual([403, 'FORBIDDEN']);
+    expect((await api(as(MALLORY), 'GET', '/api/tasks')).json.last_event_id).toBeNull();
+    expect((await api(as(OP), 'GET', '/api/tasks')).json.last_event_id).toEqual(expect.any(Number));
     // The operator sees both.
     expect((await api(as(OP), 'GET', `/api/runs/${result.runId}`)).json.screen).toMatchObject({ url: `/api/runs/${result.runId}/screen` });
     expect((await fetch(`${url}/api/runs/${result.runId}/screen`, { headers: as(OP).headers })).status).toBe(200);

@@ -12,11 +12,10 @@
  * a live task that finishes meanwhile is re-read by the lock and left out.
  */
 import { systemActor } from '../actors.js';
-import { asksIfRan, controlReason, controlStep, endedTaskError } from '../control-rules.js';
+import { asksIfRan, checkNamedTarget, controlReason, controlStep, inAll } from '../control-rules.js';
 import { EngineError } from '../errors.js';
 import type { ControlRequest } from '../run-store.js';
 import type { ControlState } from '../runs.js';
-import { isTerminal } from '../states.js';
 import type { TaskRow } from '../task-rows.js';
 import type { TaskEvent } from '../types.js';
 import type { Query } from './connection.js';
@@ -40,13 +39,14 @@ const LIVE = `SELECT * FROM tasks t
   ORDER BY t.id FOR UPDATE`;
 
 /** The targeted tasks, locked in id order, in the request's order; refused as SQLite refuses them. */
-async function targets(q: Query, ids: number[], state: ControlState): Promise<TaskRow[]> {
+async function targets(q: Query, request: ControlRequest & { target: number[] }): Promise<TaskRow[]> {
+  const ids = request.target;
   const locked = await q<Row>('SELECT * FROM tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE', [ids]);
   const byId = new Map(locked.map((r) => [r.id, r as TaskRow]));
   return ids.map((id) => {
     const row = byId.get(id);
     if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-    if (isTerminal(row.state)) throw endedTaskError(id, row.state, state);
+    checkNamedTarget(row, request);
     return row;
   });
 }
@@ -54,7 +54,7 @@ async function targets(q: Query, ids: number[], state: ControlState): Promise<Ta
 async function set(q: Query, request: ControlRequest, now: number, events: TaskEvent[]): Promise<number[]> {
   const { actor, state } = request;
   const reason = controlReason(request);
-  const rows = request.target === 'all' ? await q<Row>(LIVE) : await targets(q, request.target, state);
+  const rows = request.target === 'all' ? (await q<Row>(LIVE)).filter((row) => inAll(row as TaskRow, request)) : await targets(q, { ...request, target: request.target });
   // The controls of the locked tasks, read once and kept up to date below as they are written.
   const controls = new Map(
     (await q<ControlRow>('SELECT task_id, state, set_by_role FROM controls WHERE task_id = ANY($1::bigint[])', [rows.map((r) => r.id)])).map((c) => [c.task_id, c]),

@@ -121,7 +121,8 @@ export async function moveOne(
     return null; // refused on the row as remembered: the full path refuses (or not) on the row as it is
   }
   if (row.state !== 'completed' && isTerminal(row.state)) return null;
-  const withResult = steps.some((s) => s.result !== undefined);
+  // A move back to pending clears the result (movedRow): written like a given one.
+  const withResult = steps.some((s) => s.result !== undefined) || row.state === 'pending';
   const [, rows] = await conn.oneTrip('transition', [
     { text: 'SELECT 1 FROM tasks WHERE id = $1 FOR UPDATE', params: [seen.id] },
     {

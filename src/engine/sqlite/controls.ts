@@ -1,10 +1,9 @@
 /** Stop / pause / resume requests, written by any process and read by the loop each step. */
 import { systemActor } from '../actors.js';
-import { asksIfRan, controlReason, controlStep, endedTaskError } from '../control-rules.js';
+import { asksIfRan, checkNamedTarget, controlReason, controlStep, inAll } from '../control-rules.js';
 import { EngineError } from '../errors.js';
 import type { ControlRequest } from '../run-store.js';
 import type { ControlState } from '../runs.js';
-import { isTerminal } from '../states.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { markWake } from './wake-files.js';
@@ -43,12 +42,12 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
       const reason = controlReason(request);
       let rows: TaskRow[];
       if (request.target === 'all') {
-        rows = live.all();
+        rows = live.all().filter((row) => inAll(row, request));
       } else {
         rows = request.target.map((id) => {
           const row = taskRow.get(id);
           if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-          if (isTerminal(row.state)) throw endedTaskError(id, row.state, request.state);
+          checkNamedTarget(row, request);
           return row;
         });
       }

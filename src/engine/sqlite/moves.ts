@@ -97,7 +97,8 @@ export function prepareMoves(db: Db, writer: EventWriter): ApplyMove {
 
   const stage: MoveParts['stage'] = (row, spec, now, events, staged) => {
     const { next, event } = stageMove(row, spec, now);
-    const newResult = spec.result !== undefined;
+    // A given result, or one a move back to pending clears (movedRow).
+    const newResult = spec.result !== undefined || next.result !== row.result;
     events.push(event);
     staged.events.push(event);
     // States are plain identifiers: for the bare {from, to} this is what JSON.stringify writes.

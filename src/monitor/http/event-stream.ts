@@ -6,7 +6,7 @@
  * `?task_id=` narrows the stream to one task.
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type Actor, EngineError, type TaskManager, mayRead, toWireEvent } from '../../engine/index.js';
+import { type Actor, EngineError, type TaskManager, eventForReader, mayRead, maySeeRuns, toWireEvent } from '../../engine/index.js';
 import { idParam, readableTask, refuseAgents } from './request.js';
 import type { Handler } from './router.js';
 import { type SseStream, resumeCursor } from './sse.js';
@@ -23,11 +23,17 @@ export function eventsHandler(tm: TaskManager, open: (req: IncomingMessage, res:
     const stream = open(req, res, actor);
     for await (const event of tm.follow({ afterId, taskId, signal: stream.signal })) {
       // An agent's right to read is checked for every event, not only when the stream opened.
-      if (actor.role === 'agent' && taskId !== undefined && !mayRead(actor, await tm.store.getTask(taskId, false))) {
-        await stream.send({ event: 'stream_error', data: { error: { code: 'FORBIDDEN', message: `task ${taskId} is no longer yours to read` } } });
-        break;
+      let seen = event;
+      if (actor.role === 'agent' && taskId !== undefined) {
+        const task = await tm.store.getTask(taskId, false);
+        if (!mayRead(actor, task)) {
+          await stream.send({ event: 'stream_error', data: { error: { code: 'FORBIDDEN', message: `task ${taskId} is no longer yours to read` } } });
+          break;
+        }
+        // Its runs' data only to those who may see its runs (reader-view.ts).
+        seen = eventForReader(event, maySeeRuns(actor, task));
       }
-      await stream.send({ id: event.id, data: toWireEvent(event) });
+      await stream.send({ id: event.id, data: toWireEvent(seen) });
     }
     stream.end();
   };

@@ -17,6 +17,8 @@ export function runRoutes(runs: RunStore, tm: TaskManager): Route[] {
     method: 'POST',
     path: `/api/approvals/:id/${name}`,
     async handler({ req, params, actor }) {
+      // No agent decides an approval (authority.ts): refused before the engine would say it is already decided.
+      refuseAgents(actor, 'deciding an approval');
       const { reason } = await readJson(req, reasonBody, name);
       const approval = await runs.decideApproval({ approvalId: idParam(params.id, 'approval id'), approve: name === 'approve', actor, reason });
       return { json: toWireApproval(approval) };

@@ -9,6 +9,7 @@ import {
   EngineError,
   type RunStore,
   type TaskManager,
+  eventsForReader,
   maySeeRuns,
   toWireEvent,
   toWireRun,
@@ -75,7 +76,8 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
         // The cursor is read first: a board that lists, then follows /api/events?after=it, misses nothing.
         const { lastEventId } = await tm.stats();
         const tasks = await tm.findTasks({ states: q.state, assignee: q.assignee, queue: q.queue, limit: q.limit, afterId: q.after, visibleTo: actor });
-        return { json: { tasks: tasks.map(toWireTask), last_event_id: lastEventId } };
+        // The log-wide cursor counts everyone's events: an agent, which may not follow the whole log, gets null.
+        return { json: { tasks: tasks.map(toWireTask), last_event_id: actor.role === 'agent' ? null : lastEventId } };
       },
     },
     {
@@ -100,7 +102,7 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
         // With a cursor, only the events past it are read: a board following /api/events has the rest.
         const { task, events } = q.events_after === undefined
           ? await tm.getTask(id, { as: actor }).then((t) => ({ task: t, events: t.events }))
-          : await readableTask(tm, actor, id).then(async (t) => ({ task: t, events: await tm.store.readEvents({ taskId: id, afterId: q.events_after }) }));
+          : await readableTask(tm, actor, id).then(async (t) => ({ task: t, events: eventsForReader(actor, t, await tm.store.readEvents({ taskId: id, afterId: q.events_after })) }));
         // An agent that merely may claim the task sees the task, not its runs (authority.ts maySeeRuns).
         const taskRuns = maySeeRuns(actor, task) ? await runs.runsOf(task.id) : [];
         return { json: { ...toWireTask(task), events: events.map(toWireEvent), runs: taskRuns.map(toWireRun) } };

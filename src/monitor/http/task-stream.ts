@@ -28,6 +28,7 @@ import {
   EngineError,
   isTerminal,
   mayControl,
+  eventForReader,
   maySeeRuns,
   mayRead,
   toWireRun,
@@ -163,7 +164,7 @@ async function pump(stream: SseStream, store: TaskStore, runs: RunStore, o: Pump
       }
       for (const row of rows) {
         if (stream.signal.aborted) return;
-        await stream.send(toStreamMessage(row, access.runs ? await detail(row) : {}));
+        await stream.send(access.runs ? toStreamMessage(row, await detail(row)) : toStreamMessage(eventForReader(row, false)));
         cursor = row.id;
       }
       if (rows.length === PAGE) continue;
