@@ -217,9 +217,21 @@ export function heartbeatRefusal(taskId: number, agent: string, row: TaskRow | u
   return new EngineError('STALE_CLAIM', `task ${taskId}: claim token of ${agent} is not current; the task was reclaimed`, { task_id: taskId });
 }
 
-/** Why a new task may not depend on `dep` in `state` (undefined: no such task), or null when it may. */
-export function dependencyRefusal(dep: number, state: string | undefined): EngineError | null {
-  if (state === undefined) return new EngineError('TASK_NOT_FOUND', `dependency ${dep} does not exist`, { task_id: dep });
+/** What a dependency's check reads of its row. */
+export type DependencyRow = Pick<TaskRow, 'state' | 'creator' | 'creator_role' | 'assignee' | 'for_agent'>;
+
+/**
+ * Why `creator`'s new task may not depend on `dep` (undefined: no such task), or null when it
+ * may. A task its creator may not read is refused first, whatever its state: its refusal
+ * (or the dependent's fate) would tell the creator that state.
+ */
+export function dependencyRefusal(dep: number, row: DependencyRow | undefined, creator: Actor): EngineError | null {
+  if (row === undefined) return new EngineError('TASK_NOT_FOUND', `dependency ${dep} does not exist`, { task_id: dep });
+  const subject = { id: dep, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee, state: row.state, forAgent: row.for_agent };
+  if (!mayRead(creator, subject)) {
+    return new EngineError('FORBIDDEN', `dependency ${dep} is not yours to read: ${creator.role} ${creator.id} did not create it, does not hold it and may not claim it`, { task_id: dep });
+  }
+  const state = row.state;
   if (state === 'failed' || state === 'cancelled') {
     return new EngineError('VALIDATION_FAILED', `dependency ${dep} is ${state}; a new task cannot wait for it`, { task_id: dep });
   }

@@ -258,3 +258,31 @@ describe('stop, pause and resume of a task the agent may not control', () => {
     expect(await h.runs.setControl({ target: 'all', state: 'stopped', actor: operator })).toEqual([live]);
   });
 });
+
+describe('a dependency on a task the agent may not read', () => {
+  it('is one FORBIDDEN whatever that task’s state, and writes nothing; its own and claimable tasks it may still wait for', async () => {
+    const h = harness();
+    const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
+    const held = await made('held');
+    await h.tm.claimTask({ agent: 'worker', taskId: held, start: true });
+    const cancelled = await made('cancelled');
+    await h.tm.cancelTask({ taskId: cancelled, actor: operator });
+    const finished = await made('completed');
+    const c = (await h.tm.claimTask({ agent: 'worker', taskId: finished, start: true }))!;
+    await h.tm.transitionTask({ taskId: finished, to: 'review', actor: agent('worker'), claimToken: c.claimToken });
+    await h.tm.transitionTask({ taskId: finished, to: 'completed', actor: operator });
+    const before = (await h.tm.findTasks({})).length;
+    const answers = new Set<string>();
+    for (const dep of [held, cancelled, finished]) {
+      const refused = await h.tm.createTask({ title: 'watcher', dependsOn: [dep] }, agent('mallory')).catch((err: { code: string; message: string }) => err);
+      answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(dep), 'N')}`);
+    }
+    // Before: VALIDATION_FAILED "dependency N is cancelled" for one, a created task for the others
+    // (whose claim then waited, or not, as the other task was open or completed).
+    expect([...answers]).toEqual(['FORBIDDEN: dependency N is not yours to read: agent mallory did not create it, does not hold it and may not claim it']);
+    expect((await h.tm.findTasks({})).length).toBe(before);
+    const hers = (await h.tm.createTask({ title: 'mine' }, agent('mallory'))).task.id;
+    const open = await made('open to claims');
+    expect((await h.tm.createTask({ title: 'after both', dependsOn: [hers, open] }, agent('mallory'))).task.dependsOn).toEqual([hers, open]);
+  });
+});

@@ -10,7 +10,7 @@
  */
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
 import { EngineError } from '../errors.js';
-import { type TaskRow, checkStepActor, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
+import { type DependencyRow, type TaskRow, checkStepActor, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import { NOW_MS, type Query } from './connection.js';
 import { workChannels } from './watch.js';
@@ -140,13 +140,13 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
     const depList = [...deps].sort((a, b) => a - b);
     let unmet = 0;
     if (depList.length > 0) {
-      const states = new Map(
-        (await q<{ id: number; state: string }>('SELECT id, state FROM tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE', [depList])).map((r) => [r.id, r.state]),
+      const rows = new Map(
+        (await q<DependencyRow & { id: number }>('SELECT id, state, creator, creator_role, assignee, for_agent FROM tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR SHARE', [depList])).map((r) => [r.id, r]),
       );
       for (const dep of depList) {
-        const refusal = dependencyRefusal(dep, states.get(dep));
+        const refusal = dependencyRefusal(dep, rows.get(dep), creator);
         if (refusal !== null) throw refusal;
-        if (states.get(dep) !== 'completed') unmet++;
+        if (rows.get(dep)!.state !== 'completed') unmet++;
       }
     }
     // The row and its event in one statement: everything the event says is known before the

@@ -2,7 +2,7 @@
 import type { Actor, BatchTaskInput, CreateResult, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
 import { type EventWriter, type TaskRow, toTask } from './rows.js';
-import { dependencyRefusal } from '../task-rows.js';
+import { type DependencyRow, dependencyRefusal } from '../task-rows.js';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
 
 export { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, SCHEDULER_SCOPE, scopeOf } from '../creation.js';
@@ -11,7 +11,7 @@ export type CreateTasks = (inputs: BatchTaskInput[], creator: Actor, now: number
 
 export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
   const byKey = db.prepare<[string, string], TaskRow>('SELECT * FROM tasks WHERE idempotency_scope = ? AND idempotency_key = ?');
-  const stateOf = db.prepare<[number], { state: string }>('SELECT state FROM tasks WHERE id = ?');
+  const depOf = db.prepare<[number], DependencyRow>('SELECT state, creator, creator_role, assignee, for_agent FROM tasks WHERE id = ?');
   const insert = db.prepare(
     `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on,
        idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card, last_event_id)
@@ -48,8 +48,8 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
       for (const ref of input.dependsOnRefs ?? []) deps.add(idByRef.get(ref)!);
       let unmet = 0;
       for (const dep of deps) {
-        const row = stateOf.get(dep);
-        const refusal = dependencyRefusal(dep, row?.state);
+        const row = depOf.get(dep);
+        const refusal = dependencyRefusal(dep, row, creator);
         if (refusal !== null) throw refusal;
         if (row!.state !== 'completed') unmet++;
       }
