@@ -45,6 +45,8 @@ describe('approvals', () => {
     await expect(h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: { id: 'worker', role: 'agent' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     await h.runs.decideApproval({ approvalId: approval!.id, approve: true, actor: operator });
     expect((await h.tm.getTask(task.id)).state).toBe('pending');
+    // Decided now: an agent asking again is refused as before, not told it is already approved.
+    await expect(h.runs.decideApproval({ approvalId: approval!.id, approve: false, actor: { id: 'mallory', role: 'agent' } })).rejects.toMatchObject({ code: 'FORBIDDEN' });
     const resumed = await runOnce(h, 'another-worker');
     expect(resumed.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
     expect(await tickets.get('T-1024')).toMatchObject({ priority: 'urgent', notified: true });

@@ -96,10 +96,11 @@ async function decide(q: Query, input: DecideInput, now: number, events: TaskEve
   if (found === undefined) throw notFound(input.approvalId);
   const task = (await lockTask(q, found.task_id))!;
   const row = await lockApproval(q, input.approvalId);
-  if (row.state !== 'pending') throw new EngineError('INVALID_TRANSITION', `approval ${row.id} is already ${row.state}`, { approval_id: row.id });
   const { actor } = input;
+  // Authority first: one who may not decide it learns nothing of whether it was decided.
   const verdict = mayDecideApproval(actor, { id: task.id, creator: task.creator, creatorRole: task.creator_role, assignee: task.assignee }, row.id);
   if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { approval_id: row.id });
+  if (row.state !== 'pending') throw new EngineError('INVALID_TRANSITION', `approval ${row.id} is already ${row.state}`, { approval_id: row.id });
   const state = input.approve ? 'approved' : 'rejected';
   const [decided] = await q<Row>(
     'UPDATE approvals SET state = $1, reason = COALESCE($2, reason), decided_at = $3, decided_by = $4, decided_by_role = $5 WHERE id = $6 RETURNING *',

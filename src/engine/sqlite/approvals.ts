@@ -98,11 +98,12 @@ export function prepareApprovals(db: Db, writer: EventWriter, apply: ApplyMove):
     },
     decide(input, now, events) {
       const row = get(input.approvalId);
-      if (row.state !== 'pending') throw new EngineError('INVALID_TRANSITION', `approval ${row.id} is already ${row.state}`, { approval_id: row.id });
       const task = getRow(row.task_id)!;
       const { actor } = input;
+      // Authority first: one who may not decide it learns nothing of whether it was decided.
       const verdict = mayDecideApproval(actor, { id: task.id, creator: task.creator, creatorRole: task.creator_role, assignee: task.assignee }, row.id);
       if (!verdict.ok) throw new EngineError(verdict.code, verdict.message, { approval_id: row.id });
+      if (row.state !== 'pending') throw new EngineError('INVALID_TRANSITION', `approval ${row.id} is already ${row.state}`, { approval_id: row.id });
       const state = input.approve ? 'approved' : 'rejected';
       setState.run(state, input.reason ?? null, now, actor.id, actor.role, row.id);
       events.push(writer.append(row.task_id, 'approval.decided', actor, { approval_id: row.id, decision: state, ...(input.reason === undefined ? {} : { reason: input.reason }) }, now));
