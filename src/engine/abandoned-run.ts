@@ -12,7 +12,7 @@
  * its intent too, read or write: once approved and done it is listed, erring toward saying
  * more. A run begun before intents were marked lists none.)
  */
-import type { BeginStepInput } from './runs.js';
+import { type BeginStepInput, UNSURE_RESULT } from './runs.js';
 import type { TaskRow } from './task-rows.js';
 
 /** The data of a `run.step_started` event; `intent` marks a call's step committed before the call. */
@@ -43,8 +43,8 @@ export function abandonedSettles(actions: readonly ActionRow[], intents: Readonl
   return { unknown: started.filter((a) => intents.has(a.seq)).map((a) => a.seq), abandoned: started.filter((a) => !intents.has(a.seq)).map((a) => a.seq) };
 }
 
-/** The result of an idempotent write of unknown outcome (workers/unsure.ts UNSURE_RESULT), as stored. */
-const UNSURE_RESULT_TEXT = '{"outcome":"unknown"}';
+/** The result of an idempotent write of unknown outcome, as stored. */
+const UNSURE_RESULT_TEXT = JSON.stringify(UNSURE_RESULT);
 
 interface SideEffect {
   tool: string | null;

@@ -83,22 +83,14 @@ export function assertReadable(actor: Actor, task: ReadSubject): void {
 
 /**
  * Who may see a task's runs (their steps with the tools' arguments and results, their
- * envelopes, the run data in its events: reader-view.ts): people and the task's creator.
+ * envelopes, the screens they observed — the operator's desktop —, the run data in its
+ * events: reader-view.ts): people and the task's creator.
  * Not an agent that may claim it: a released task is pending, readable by every agent so
  * that it may decide whether to claim it, and its earlier runs are someone else's work. Nor
  * the agent holding it: any agent may claim a pending task, so holding it proves nothing.
  * (A daemon reads the runs it carries on from the store, not through this rule.)
  */
 export function maySeeRuns(actor: Actor, task: AuthoritySubject): boolean {
-  return actor.role !== 'agent' || isCreator(task, actor);
-}
-
-/**
- * Who may see the screens a run observed: the desktop is the operator's, so people and the
- * task's creator only. Not the holder: any agent may claim a released desktop task (routing
- * by capability is not a boundary) and would hold the operator's last screen with it.
- */
-export function mayWatch(actor: Actor, task: AuthoritySubject): boolean {
   return actor.role !== 'agent' || isCreator(task, actor);
 }
 

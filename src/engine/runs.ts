@@ -256,5 +256,8 @@ export interface FinishRunInput {
   before?: StepWrite[];
 }
 
+/** The result an idempotent write of unknown outcome records (a failed step has no other result; workers/unsure.ts). */
+export const UNSURE_RESULT = Object.freeze({ outcome: 'unknown' } as const);
+
 export const CONTROL_STATES = ['running', 'paused', 'stopped'] as const;
 export type ControlState = (typeof CONTROL_STATES)[number];

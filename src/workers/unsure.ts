@@ -23,13 +23,12 @@
  * failure; a write whose output was too big, too deep or not JSON took effect, and is
  * recorded ok without its output (execute.ts).
  */
-import type { Step } from '../engine/index.js';
+import { type Step, UNSURE_RESULT } from '../engine/index.js';
 import type { Tool } from '../tools/registry.js';
 import type { ExecOutcome } from './execute.js';
 import { fingerprint } from './loop-context.js';
 
-/** The result an idempotent write of unknown outcome records (a failed step has no other result). */
-export const UNSURE_RESULT = { outcome: 'unknown' } as const;
+export { UNSURE_RESULT };
 
 /** Whether a settled step is an idempotent write whose outcome is unknown (its key is kept). */
 export const isUnsure = (step: Pick<Step, 'status' | 'result'>): boolean =>

@@ -14,17 +14,34 @@
  */
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { defineTool } from '../../src/tools/registry.js';
 import { OPERATOR } from '../../src/engine/index.js';
 import { builtInTools } from '../../src/tools/builtin.js';
-import { createToolRegistry } from '../../src/tools/registry.js';
+import { createToolRegistry, defineTool } from '../../src/tools/registry.js';
 import { agent, operator } from '../helpers.js';
 import { api, bearer, card, openStream, startServer } from '../monitor/http-helpers.js';
-import { card as loopCard, drive, harness, loopContext } from '../workers/harness.js';
+import { type Harness, card as loopCard, drive, harness, loopContext } from '../workers/harness.js';
 
 const OP = 'operator-token-0123456789';
 const MALLORY = 'mallory-token-012345678';
 const tokens = () => new Map([[OP, OPERATOR], [MALLORY, { id: 'mallory', role: 'agent' as const }]]);
+
+/** A call's refusal as one line with the task's id written N, to compare refusals across tasks. */
+const answer = (call: Promise<unknown>, id: number): Promise<string> =>
+  call.then(() => 'accepted', (err: { code: string; message: string }) => `${err.code}: ${err.message.replace(String(id), 'N')}`);
+
+/** The operator's tasks an agent may not read: in progress for 'worker', cancelled, completed. */
+async function othersTasks(h: Harness): Promise<{ held: number; cancelled: number; completed: number }> {
+  const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
+  const held = await made('held');
+  await h.tm.claimTask({ agent: 'worker', taskId: held, start: true });
+  const cancelled = await made('cancelled');
+  await h.tm.cancelTask({ taskId: cancelled, actor: operator });
+  const completed = await made('completed');
+  const claim = (await h.tm.claimTask({ agent: 'worker', taskId: completed, start: true }))!;
+  await h.tm.transitionTask({ taskId: completed, to: 'review', actor: agent('worker'), claimToken: claim.claimToken });
+  await h.tm.transitionTask({ taskId: completed, to: 'completed', actor: operator });
+  return { held, cancelled, completed };
+}
 
 describe('an agent cannot read through the agent that runs its card', () => {
   it('over HTTP: an agent’s attached card that calls task_list / task_get learns nothing of the operator’s tasks', async () => {
@@ -151,28 +168,24 @@ describe('any move of a task the agent may not read', () => {
     for (const id of [held, inReview, done]) {
       const before = await h.tm.getTask(id);
       for (const to of ['completed', 'failed', 'review', 'in_progress', 'pending', 'waiting'] as const) {
-        const refused = await h.tm.transitionTask({ taskId: id, to, actor: agent('mallory') }).catch((err: { code: string; message: string }) => err);
-        answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(id), 'N')}`);
+        answers.add(await answer(h.tm.transitionTask({ taskId: id, to, actor: agent('mallory') }), id));
       }
-      const claim = await h.tm.claimTask({ agent: 'mallory', taskId: id }).catch((err: { code: string; message: string }) => err);
-      answers.add(`${(claim as { code: string }).code}: ${(claim as { message: string }).message.replace(String(id), 'N')}`);
+      answers.add(await answer(h.tm.claimTask({ agent: 'mallory', taskId: id }), id));
       // A token she made up: the claim is not hers; whether the task is open or over is not said.
       const stale = await h.tm.transitionTask({ taskId: id, to: 'review', actor: agent('mallory'), claimToken: 'made-up' }).catch((err: { code: string; data: unknown }) => err);
       expect(stale).toMatchObject({ code: 'STALE_CLAIM', data: { task_id: id } });
       expect((stale as { data: Record<string, unknown> }).data).not.toHaveProperty('state');
       // A heartbeat said "completed and holds no lease" of a finished task, STALE_CLAIM of an open one.
-      const beat = await h.tm.heartbeat({ taskId: id, agent: 'mallory', claimToken: 'made-up' }).catch((err: { code: string; message: string }) => err);
-      answers.add(`${(beat as { code: string }).code}: ${(beat as { message: string }).message.replace(String(id), 'N')}`);
+      answers.add(await answer(h.tm.heartbeat({ taskId: id, agent: 'mallory', claimToken: 'made-up' }), id));
       const after = await h.tm.getTask(id);
       expect([after.state, after.events.length]).toEqual([before.state, before.events.length]);
     }
-    // Before, the state machine's refusals told the states apart (INVALID_TRANSITION from a
-    // terminal state, FORBIDDEN naming "from in_progress" or "from review").
     // A claim by id of a task reserved for another agent named that agent.
     const reserved = (await h.tm.createTask({ title: 'for the worker', card: loopCard(), forAgent: 'worker' }, operator)).task.id;
-    const claim = await h.tm.claimTask({ agent: 'mallory', taskId: reserved }).catch((err: { code: string; message: string }) => err);
-    answers.add(`${(claim as { code: string }).code}: ${(claim as { message: string }).message.replace(String(reserved), 'N')}`);
+    answers.add(await answer(h.tm.claimTask({ agent: 'mallory', taskId: reserved }), reserved));
     expect((await h.tm.getTask(reserved)).state).toBe('pending');
+    // Before, the state machine's refusals told the states apart (INVALID_TRANSITION from a
+    // terminal state, FORBIDDEN naming "from in_progress" or "from review").
     expect([...answers]).toHaveLength(2);
     expect([...answers][0]).toMatch(/^FORBIDDEN: task N is not yours to read/);
     expect([...answers][1]).toMatch(/^STALE_CLAIM: task N: claim token of mallory is not current/);
@@ -238,17 +251,10 @@ describe('a task an agent may claim, not its runs', () => {
 describe('stop, pause and resume of a task the agent may not control', () => {
   it('answer one FORBIDDEN whatever its state, and stop --all by an agent leaves others’ runs alone without naming them', async () => {
     const h = harness();
-    const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
-    const live = await made('held');
-    await h.tm.claimTask({ agent: 'worker', taskId: live, start: true });
-    const done = await made('cancelled');
-    await h.tm.cancelTask({ taskId: done, actor: operator });
+    const { held: live, cancelled: done } = await othersTasks(h);
     const answers = new Set<string>();
     for (const id of [live, done]) {
-      for (const state of ['stopped', 'paused', 'running'] as const) {
-        const refused = await h.runs.setControl({ target: [id], state, actor: agent('mallory') }).catch((err: { code: string; message: string }) => err);
-        answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(id), 'N')}`);
-      }
+      for (const state of ['stopped', 'paused', 'running'] as const) answers.add(await answer(h.runs.setControl({ target: [id], state, actor: agent('mallory') }), id));
     }
     // Before: INVALID_TRANSITION "task N is cancelled; there is no run to stop" for the finished one.
     expect([...answers]).toEqual(['FORBIDDEN: task N: only its creator or an operator may stop, pause or resume it (agent mallory may not)']);
@@ -262,27 +268,16 @@ describe('stop, pause and resume of a task the agent may not control', () => {
 describe('a dependency on a task the agent may not read', () => {
   it('is one FORBIDDEN whatever that task’s state, and writes nothing; its own and claimable tasks it may still wait for', async () => {
     const h = harness();
-    const made = async (title: string) => (await h.tm.createTask({ title, card: loopCard() }, operator)).task.id;
-    const held = await made('held');
-    await h.tm.claimTask({ agent: 'worker', taskId: held, start: true });
-    const cancelled = await made('cancelled');
-    await h.tm.cancelTask({ taskId: cancelled, actor: operator });
-    const finished = await made('completed');
-    const c = (await h.tm.claimTask({ agent: 'worker', taskId: finished, start: true }))!;
-    await h.tm.transitionTask({ taskId: finished, to: 'review', actor: agent('worker'), claimToken: c.claimToken });
-    await h.tm.transitionTask({ taskId: finished, to: 'completed', actor: operator });
+    const { held, cancelled, completed } = await othersTasks(h);
     const before = (await h.tm.findTasks({})).length;
     const answers = new Set<string>();
-    for (const dep of [held, cancelled, finished]) {
-      const refused = await h.tm.createTask({ title: 'watcher', dependsOn: [dep] }, agent('mallory')).catch((err: { code: string; message: string }) => err);
-      answers.add(`${(refused as { code: string }).code}: ${(refused as { message: string }).message.replace(String(dep), 'N')}`);
-    }
+    for (const dep of [held, cancelled, completed]) answers.add(await answer(h.tm.createTask({ title: 'watcher', dependsOn: [dep] }, agent('mallory')), dep));
     // Before: VALIDATION_FAILED "dependency N is cancelled" for one, a created task for the others
     // (whose claim then waited, or not, as the other task was open or completed).
     expect([...answers]).toEqual(['FORBIDDEN: dependency N is not yours to read: agent mallory did not create it, does not hold it and may not claim it']);
     expect((await h.tm.findTasks({})).length).toBe(before);
     const hers = (await h.tm.createTask({ title: 'mine' }, agent('mallory'))).task.id;
-    const open = await made('open to claims');
+    const open = (await h.tm.createTask({ title: 'open to claims', card: loopCard() }, operator)).task.id;
     expect((await h.tm.createTask({ title: 'after both', dependsOn: [hers, open] }, agent('mallory'))).task.dependsOn).toEqual([hers, open]);
   });
 });

@@ -12,7 +12,7 @@
  * a live task that finishes meanwhile is re-read by the lock and left out.
  */
 import { systemActor } from '../actors.js';
-import { asksIfRan, checkNamedTarget, controlReason, controlStep, inAll } from '../control-rules.js';
+import { asksIfRan, checkNamedTarget, controlReason, controlStep, controlledTask, inAll } from '../control-rules.js';
 import { EngineError } from '../errors.js';
 import type { ControlRequest } from '../run-store.js';
 import type { ControlState } from '../runs.js';
@@ -39,8 +39,7 @@ const LIVE = `SELECT * FROM tasks t
   ORDER BY t.id FOR UPDATE`;
 
 /** The targeted tasks, locked in id order, in the request's order; refused as SQLite refuses them. */
-async function targets(q: Query, request: ControlRequest & { target: number[] }): Promise<TaskRow[]> {
-  const ids = request.target;
+async function targets(q: Query, ids: number[], request: ControlRequest): Promise<TaskRow[]> {
   const locked = await q<Row>('SELECT * FROM tasks WHERE id = ANY($1::bigint[]) ORDER BY id FOR UPDATE', [ids]);
   const byId = new Map(locked.map((r) => [r.id, r as TaskRow]));
   return ids.map((id) => {
@@ -52,9 +51,9 @@ async function targets(q: Query, request: ControlRequest & { target: number[] })
 }
 
 async function set(q: Query, request: ControlRequest, now: number, events: TaskEvent[]): Promise<number[]> {
-  const { actor, state } = request;
+  const { actor } = request;
   const reason = controlReason(request);
-  const rows = request.target === 'all' ? (await q<Row>(LIVE)).filter((row) => inAll(row as TaskRow, request)) : await targets(q, { ...request, target: request.target });
+  const rows = request.target === 'all' ? (await q<Row>(LIVE)).filter((row) => inAll(row as TaskRow, request)) : await targets(q, request.target, request);
   // The controls of the locked tasks, read once and kept up to date below as they are written.
   const controls = new Map(
     (await q<ControlRow>('SELECT task_id, state, set_by_role FROM controls WHERE task_id = ANY($1::bigint[])', [rows.map((r) => r.id)])).map((c) => [c.task_id, c]),
@@ -69,7 +68,7 @@ async function set(q: Query, request: ControlRequest, now: number, events: TaskE
   };
   const affected: number[] = [];
   for (const row of rows) {
-    const task = { id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee };
+    const task = controlledTask(row);
     const neverRan = asksIfRan(request, task) ? (await q('SELECT id FROM runs WHERE task_id = $1 AND finished_at IS NULL', [row.id])).length === 0 : undefined;
     const step = controlStep(request, task, controls.get(row.id), neverRan);
     if (step.kind === 'skip') continue;

@@ -75,8 +75,11 @@ async function saveScreen(q: Query, row: StepRow, screen: Uint8Array, now: numbe
   );
 }
 
-/** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
-/** `intent`: a call's step committed before the call (beginStep), not a read begun late by a flush (abandoned-run.ts). */
+/**
+ * Begins a step: its row, `started`, and one event (the caller has fenced and checked the
+ * run). `intent`: a call's step committed before the call (beginStep), not a read begun late
+ * by a flush (abandoned-run.ts).
+ */
 async function begun(q: Query, f: Fence, input: BeginStepInput, now: number, events: TaskEvent[], intent: boolean): Promise<Step> {
   const [row] = await q<StepR>(
     `INSERT INTO steps (run_id, seq, kind, status, tool, args, idempotency_key, started_at)

@@ -1,6 +1,6 @@
 /** Stop / pause / resume requests, written by any process and read by the loop each step. */
 import { systemActor } from '../actors.js';
-import { asksIfRan, checkNamedTarget, controlReason, controlStep, inAll } from '../control-rules.js';
+import { asksIfRan, checkNamedTarget, controlReason, controlStep, controlledTask, inAll } from '../control-rules.js';
 import { EngineError } from '../errors.js';
 import type { ControlRequest } from '../run-store.js';
 import type { ControlState } from '../runs.js';
@@ -53,7 +53,7 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
       }
       const affected: number[] = [];
       for (const row of rows) {
-        const task = { id: row.id, state: row.state, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee };
+        const task = controlledTask(row);
         const step = controlStep(request, task, get.get(row.id), asksIfRan(request, task) ? hasOpenRun.get(row.id) === undefined : undefined);
         if (step.kind === 'skip') continue;
         if (step.kind === 'resume') {

@@ -128,8 +128,11 @@ export function prepareRunWrites(db: Db, writer: EventWriter, apply: ApplyMove):
     return toStep(row);
   }
 
-  /** Begins a step: its row, `started`, and one event (the caller has fenced and checked the run). */
-  /** `intent`: a call's step committed before the call (beginStep), not a read begun late by a flush (abandoned-run.ts). */
+  /**
+   * Begins a step: its row, `started`, and one event (the caller has fenced and checked the
+   * run). `intent`: a call's step committed before the call (beginStep), not a read begun
+   * late by a flush (abandoned-run.ts).
+   */
   function begun(f: Fence, input: BeginStepInput, now: number, events: TaskEvent[], intent: boolean, seq = nextSeq.get(input.runId)!.seq): Step {
     const row: StepRow = {
       id: 0,

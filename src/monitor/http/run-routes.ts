@@ -2,11 +2,10 @@
  * Runs and approvals: a run with its steps, the approvals list, and the human decision on
  * a parked high-risk call. The decision's actor is the caller, and the engine decides
  * (authority.ts): an operator, or a reviewer who did not create the task — never an agent.
- * A run is shown to those who may see its task's runs (authority.ts maySeeRuns: not an agent
- * that merely may claim the task); its screens, to those who may watch it (mayWatch: people
- * and the task's creator).
+ * A run and its screens are shown to those who may see its task's runs (authority.ts
+ * maySeeRuns: people and the task's creator, not an agent that may claim or holds the task).
  */
-import { EngineError, type RunStore, type TaskManager, maySeeRuns, mayWatch, toWireApproval, toWireRun, toWireStep } from '../../engine/index.js';
+import { EngineError, type RunStore, type TaskManager, maySeeRuns, toWireApproval, toWireRun, toWireStep } from '../../engine/index.js';
 import { HttpError } from './errors.js';
 import { idParam, parseWith, readJson, readableTask, refuseAgents } from './request.js';
 import type { Route } from './router.js';
@@ -37,7 +36,7 @@ export function runRoutes(runs: RunStore, tm: TaskManager): Route[] {
         if (!maySeeRuns(actor, task)) {
           throw new EngineError('FORBIDDEN', `run ${id} is the work of whoever held task ${task.id}: agent ${actor.id} may claim the task, not read its runs`, { task_id: task.id });
         }
-        const screen = run.screen === null || !mayWatch(actor, task) ? null : { seq: run.screen.seq, taken_at: new Date(run.screen.takenAt).toISOString(), bytes: run.screen.bytes, url: `/api/runs/${id}/screen` };
+        const screen = run.screen === null ? null : { seq: run.screen.seq, taken_at: new Date(run.screen.takenAt).toISOString(), bytes: run.screen.bytes, url: `/api/runs/${id}/screen` };
         return { json: { ...toWireRun(run), steps: run.steps.filter((s) => s.seq > after).map(toWireStep), screen } };
       },
     },
@@ -48,7 +47,7 @@ export function runRoutes(runs: RunStore, tm: TaskManager): Route[] {
       async handler({ params, actor }) {
         const id = idParam(params.id, 'run id');
         const task = await readableTask(tm, actor, (await runs.getRun(id)).taskId);
-        if (!mayWatch(actor, task)) {
+        if (!maySeeRuns(actor, task)) {
           throw new EngineError('FORBIDDEN', `run ${id}'s screens are the operator's desktop: agent ${actor.id} sees them only on a task it created`);
         }
         const screen = await runs.getScreen(id);
