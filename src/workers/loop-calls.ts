@@ -51,6 +51,29 @@ export interface RunCalls {
   accept(): ReturnType<Finish>;
 }
 
+/**
+ * One write at a time in a thread goes from its look at the control to its call. A process
+ * frozen (or busy) between the two and thawed after a stop then starts at most one write the
+ * stop did not see, whatever the number of runs it holds: without the turn, every run whose
+ * look had resolved with others (a group commit's batch, a shared read) called after the stop.
+ * Held from the look until the tool has started, not until it ends: a SQLite look is ~1 us; a
+ * PostgreSQL one is a round trip, which caps a thread at a few thousand write calls a second.
+ */
+let writeTurn: Promise<unknown> = Promise.resolve();
+async function inWriteTurn<T>(lookThenStart: () => Promise<{ started: Promise<T> }>): Promise<T> {
+  const before = writeTurn;
+  let release!: () => void;
+  writeTurn = new Promise<void>((r) => (release = r));
+  try {
+    await before;
+    const { started } = await lookThenStart();
+    release();
+    return await started;
+  } finally {
+    release();
+  }
+}
+
 export function createRunCalls(s: RunCallsScope): RunCalls {
   const { ctx, card, run, fence, state, hooks, signal, finish, trace } = s;
   // The task tools act for the card's author, not for the runner that holds the claim: an
@@ -68,8 +91,12 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       } catch (err) {
         return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false, errorType: 'invalid_args' };
       }
-      if (tool.kind !== 'read') await s.recheckControl();
-      return executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
+      const call = () => executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
+      if (tool.kind === 'read') return call();
+      return inWriteTurn(async () => {
+        await s.recheckControl();
+        return { started: call() };
+      });
     });
     span.end(out);
     return out;

@@ -44,6 +44,43 @@ describe('stop and pause from another process', () => {
     expect(result.envelope?.side_effects).toEqual([]);
   });
 
+  it('a process frozen with many runs between their look at the control and their write, thawed after a stop: at most one write goes out', async () => {
+    const h = harness();
+    let called = 0;
+    h.tools.register(defineTool({ name: 'charge', description: 'A write.', kind: 'write', args: z.object({}), execute: async () => ({ charged: ++called }) }));
+    const c = card({ allowed_tools: ['charge'], script: [{ action: 'tool', tool: 'charge', args: {} }, { action: 'done' }] });
+    const claims = [await claimWith(h, c), await claimWith(h, c), await claimWith(h, c)];
+    // Each run's fresh look reads the store, then waits until every run has looked (or 300 ms
+    // pass: a look that cannot start while another run's is open). The first look through
+    // commits the stop before it answers: the process froze right after that look, and the
+    // stop committed meanwhile. Runs that had looked alongside it would call after the stop.
+    const looked: (() => void)[] = [];
+    let stopped: Promise<unknown> | undefined;
+    const runs = new Proxy(h.runs, {
+      get(target, prop, receiver) {
+        if (prop !== 'getControl') return Reflect.get(target, prop, receiver);
+        return async (taskId: number, opts?: { fresh?: boolean }) => {
+          const seen = await target.getControl(taskId, opts);
+          if (opts?.fresh !== true) return seen;
+          await new Promise<void>((resolve) => {
+            looked.push(resolve);
+            if (looked.length === claims.length) for (const r of looked) r();
+            setTimeout(resolve, 300);
+          });
+          stopped ??= h.other().runs.setControl({ target: claims.map((k) => k.id), state: 'stopped', actor: { id: 'operator', role: 'operator' } });
+          await stopped;
+          return seen;
+        };
+      },
+    });
+    const results = await Promise.all(claims.map((claim) => drive(loopContext(h, claim, { runs, watch: () => () => undefined }))));
+    expect(called).toBe(1);
+    const steps = results.map((r) => (r.events.find((e) => e.type === 'step_finished' && e.step.kind === 'action') as { step: { status: string } }).step.status);
+    expect(steps.sort()).toEqual(['ok', 'rejected', 'rejected']);
+    // The one that wrote ends as it would have (no watcher here reports the stop to it); the others cancelled.
+    expect(results.map((r) => r.result.phase).sort()).toEqual(['cancelled', 'cancelled', 'completed']);
+  });
+
   it('stop --all stops every live run and leaves the backlog alone; stopping a task that never ran cancels it', async () => {
     const h = harness();
     const claim = await claimWith(h, card({ allowed_tools: ['wait'], script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }] }));
