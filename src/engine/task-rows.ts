@@ -198,7 +198,7 @@ export function checkStepActor(row: TaskRow, claimToken: string | undefined, act
 }
 
 /** What the reading rule (authority.ts mayRead) needs of a row. */
-export const readSubject = (row: TaskRow): ReadSubject => ({
+export const readSubject = (row: Pick<TaskRow, 'id' | 'creator' | 'creator_role' | 'assignee' | 'state' | 'for_agent'>): ReadSubject => ({
   id: row.id,
   creator: row.creator,
   creatorRole: row.creator_role,
@@ -227,8 +227,7 @@ export type DependencyRow = Pick<TaskRow, 'state' | 'creator' | 'creator_role' |
  */
 export function dependencyRefusal(dep: number, row: DependencyRow | undefined, creator: Actor): EngineError | null {
   if (row === undefined) return new EngineError('TASK_NOT_FOUND', `dependency ${dep} does not exist`, { task_id: dep });
-  const subject = { id: dep, creator: row.creator, creatorRole: row.creator_role, assignee: row.assignee, state: row.state, forAgent: row.for_agent };
-  if (!mayRead(creator, subject)) {
+  if (!mayRead(creator, readSubject({ ...row, id: dep }))) {
     return new EngineError('FORBIDDEN', `dependency ${dep} is not yours to read: ${creator.role} ${creator.id} did not create it, does not hold it and may not claim it`, { task_id: dep });
   }
   const state = row.state;

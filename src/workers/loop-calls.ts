@@ -59,7 +59,7 @@ export interface RunCalls {
  * Held from the look until the tool has started, not until it ends: a SQLite look is ~1 us; a
  * PostgreSQL one is a round trip, which caps a thread at a few thousand write calls a second.
  */
-let writeTurn: Promise<unknown> = Promise.resolve();
+let writeTurn: Promise<void> = Promise.resolve();
 async function inWriteTurn<T>(lookThenStart: () => Promise<{ started: Promise<T> }>): Promise<T> {
   const before = writeTurn;
   let release!: () => void;
