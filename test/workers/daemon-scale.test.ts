@@ -128,7 +128,15 @@ describe('a daemon holds many runs per thread', () => {
     // Frozen a while longer: every run's wait ends meanwhile, so all go for their write at the thaw.
     await sleep(300);
     d.child.kill('SIGCONT');
-    await waitFor(async () => (await states(tm, ids)).cancelled === 60, 30_000, 'all 60 runs to end cancelled');
+    // Waited for until every task has ended, however: a failure then shows the states.
+    const ended = async () => {
+      const s = await states(tm, ids);
+      return (s.cancelled ?? 0) + (s.completed ?? 0) + (s.failed ?? 0) === 60;
+    };
+    await waitFor(ended, 30_000, 'all 60 runs to end').catch(async (err: Error) => {
+      throw new Error(`${err.message}: ${JSON.stringify(await states(tm, ids))}`);
+    });
+    expect(await states(tm, ids)).toEqual({ cancelled: 60 });
     // A call already past its last look at the control when the process froze may still go
     // out: at most one per thread (one write at a time passes from its look to its call).
     // Without that look (the watcher alone), 5 to 39 did; with the look but runs passing it
