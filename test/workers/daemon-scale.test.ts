@@ -99,7 +99,9 @@ describe('a daemon holds many runs per thread', () => {
     const ids = (await tm.createTasks(Array.from({ length: 60 }, (_, i) => ({ title: `s${i}`, card })), operator)).map((c) => c.task.id);
     const d = await startDaemonProcess(tm.path, ['--workers', '2', '--concurrency', '60']);
     const pid = d.child.pid!;
-    await waitFor(() => written() >= 60, 30_000, 'the writes to be under way');
+    // Every run started (a task still pending has no run for the stop to reach: it would be
+    // claimed after the thaw and run its script through), and writes under way.
+    await waitFor(async () => written() >= 60 && (await states(tm, ids)).pending === undefined, 30_000, 'all 60 runs started and the writes under way');
     // Frozen between any two instructions (a loaded machine, a debugger, a stopped container):
     // runs whose write steps commit when it thaws never saw the stop through their watcher.
     // Frozen inside a write transaction, it would hold the lock and the stop could not commit:
