@@ -24,7 +24,7 @@ export function registerBackupCommand(program: Command, run: Run): void {
         // Created exclusively: an existing file (a previous backup, the database of another
         // install) is refused, never overwritten, and nothing else can take the name meanwhile.
         try {
-          closeSync(openSync(file, 'wx'));
+          closeSync(openSync(file, 'wx', 0o600)); // a copy of everything: as private as a new database
         } catch (err) {
           const code = (err as NodeJS.ErrnoException).code;
           throw new EngineError('VALIDATION_FAILED', code === 'EEXIST' ? `backup: ${file} exists; a backup never overwrites a file (remove it or name another)` : `backup: cannot create ${file}: ${code ?? String(err)}`);

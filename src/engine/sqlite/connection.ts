@@ -13,7 +13,7 @@
  * open reads a snapshot of it instead; a file that needs migrating is opened read-write.
  */
 import Database from 'better-sqlite3';
-import { existsSync, lstatSync, mkdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, constants, existsSync, fchmodSync, lstatSync, mkdirSync, openSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from '../errors.js';
@@ -128,6 +128,30 @@ function connect(path: string, what: string, readonly: boolean): Db {
   }
 }
 
+/**
+ * A database file this store creates is its owner's alone: mode 0600 whatever the umask, in
+ * folders it makes 0700. The file holds every card, tool argument and tool result, and with
+ * the usual umask 022 SQLite would make it readable by every local user. Its `-wal` and
+ * `-shm` follow: SQLite gives them the database file's own mode. A file or folder that
+ * exists keeps its mode (sharing it with a group is the owner's choice: chmod). An empty file
+ * is a new database to SQLite, so the page size and WAL still apply when it opens.
+ */
+function createPrivately(path: string): void {
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDWR | constants.O_CREAT | constants.O_EXCL, 0o600);
+  } catch (err) {
+    // There already (or a symlink, which SQLite follows as it always did).
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
+    throw fsFault(err, path, 'create the file');
+  }
+  try {
+    fchmodSync(fd, 0o600); // a umask such as 0200 takes the owner's own bits off
+  } finally {
+    closeSync(fd);
+  }
+}
+
 export function openDatabase(opts: OpenOptions): Db {
   const file = opts.path !== ':memory:'; // an in-memory database is all page cache: keep its defaults
   if (file && opts.readonly === true) return openReadOnly(opts);
@@ -135,10 +159,11 @@ export function openDatabase(opts: OpenOptions): Db {
     const refused = orphanedWal(opts.path);
     if (refused !== undefined) throw refused;
     try {
-      mkdirSync(dirname(opts.path), { recursive: true });
+      mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
     } catch (err) {
       throw fsFault(err, dirname(opts.path), 'create the folder');
     }
+    createPrivately(opts.path);
   }
   const db = connect(opts.path, 'open', false);
   try {
