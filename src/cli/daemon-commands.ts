@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { type ControlState, isEngineError } from '../engine/index.js';
 import { type DaemonOptions, checkDaemonOptions, startDaemon } from '../workers/daemon.js';
+import { StartAborted } from '../workers/module-check.js';
 import { UsageError } from './context.js';
 import { asUsage, portArg, startHttp } from './serve-command.js';
 import type { Run } from './task-commands.js';
@@ -55,12 +56,25 @@ export function registerDaemonCommands(program: Command, run: Run): void {
         });
         // Heard from the start: a signal while the daemon starts (its threads, its server) is
         // kept and acted on once it has started, instead of killing the process untidily.
+        // While the modules load, nothing is open yet: the start is given up at once (a module
+        // that takes its time, or hangs until the check's timeout, must not hold Ctrl-C).
         let asked: string | undefined;
-        let shutdown = (signal: string): void => void (asked ??= signal);
+        const starting = new AbortController();
+        let shutdown = (signal: string): void => {
+          asked ??= signal;
+          starting.abort();
+        };
         process.once('SIGINT', () => shutdown('SIGINT'));
         process.once('SIGTERM', () => shutdown('SIGTERM'));
         // startDaemon loads --tools and --plugin in a throwaway thread first: one that will not load is a usage error.
-        const daemon = await startDaemon(options).catch(asUsage);
+        const daemon = await startDaemon({ ...options, startSignal: starting.signal }).catch((err: unknown) => {
+          if (err instanceof StartAborted) return undefined;
+          return asUsage(err);
+        });
+        if (daemon === undefined) {
+          ctx.log(`${asked ?? 'signal'}: stopped while the modules were loading; the daemon did not start`);
+          return;
+        }
         const server = httpPort === undefined
           ? undefined
           : await startHttp(ctx, {

@@ -43,6 +43,12 @@ export interface DaemonOptions {
   silentMs?: number;
   /** One line per notable thing. @defaultValue no logging */
   log?: (line: string) => void;
+  /**
+   * Gives up starting when aborted while the `--tools` and `--plugin` modules load (a slow or
+   * hung module): startDaemon rejects with StartAborted, nothing opened or registered. Once
+   * started, stop the daemon with its `stop()`.
+   */
+  startSignal?: AbortSignal;
 }
 
 const MAX_THREADS = 256;

@@ -68,7 +68,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   checkDaemonOptions(opts);
   const toolModules = opts.toolModules ?? [];
   const plugins = opts.plugins ?? [{ module: 'task_enforcer' }];
-  await checkModules(toolModules, plugins);
+  await checkModules(toolModules, plugins, undefined, opts.startSignal);
   const log = opts.log ?? (() => undefined);
   const threads = opts.workers ?? 2;
   const concurrency = opts.concurrency ?? Math.max(DEFAULT_CONCURRENCY, threads);

@@ -19,12 +19,21 @@ export class ModuleLoadError extends Error {
   override name = 'ModuleLoadError';
 }
 
+/** The check was given up because the caller was asked to stop (a signal while a daemon starts). */
+export class StartAborted extends Error {
+  override name = 'StartAborted';
+}
+
 /** How long loading may take before it is taken for hung. */
 export const MODULE_CHECK_TIMEOUT_MS = 60_000;
 
-/** Resolves when every module loads; rejects with the one-line Error of the first that fails. */
-export function checkModules(toolModules: string[], plugins: PluginSpec[], timeoutMs = MODULE_CHECK_TIMEOUT_MS): Promise<void> {
+/**
+ * Resolves when every module loads; rejects with the one-line Error of the first that fails,
+ * or with StartAborted at once when `signal` aborts (the loading thread is ended).
+ */
+export function checkModules(toolModules: string[], plugins: PluginSpec[], timeoutMs = MODULE_CHECK_TIMEOUT_MS, signal?: AbortSignal): Promise<void> {
   const names = [...toolModules, ...plugins.map((p) => p.module)].join(', ');
+  if (signal?.aborted === true) return Promise.reject(new StartAborted('asked to stop before the modules were loaded'));
   return new Promise((resolve, reject) => {
     const worker = new Worker(new URL(ENTRY), { workerData: { toolModules, plugins }, stdout: false, stderr: false });
     let settled = false;
@@ -32,10 +41,13 @@ export function checkModules(toolModules: string[], plugins: PluginSpec[], timeo
       if (settled) return;
       settled = true;
       clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
       void worker.terminate();
       if (err === undefined) resolve();
       else reject(err);
     };
+    const abort = () => settle(new StartAborted(`asked to stop while the modules (${names}) were loading`));
+    signal?.addEventListener('abort', abort, { once: true });
     const timer = setTimeout(() => settle(new ModuleLoadError(`the modules (${names}) did not finish loading within ${timeoutMs / 1000} s`)), timeoutMs);
     worker.once('message', (answer: { ok: boolean; message?: string }) => settle(answer.ok ? undefined : new ModuleLoadError(answer.message)));
     worker.once('error', (err) => settle(new ModuleLoadError(err.message)));

@@ -2,7 +2,7 @@
  * The CLI's side of the store's faults: one line and exit 1 for each, read-only commands that
  * create nothing and work for a user who may only read, the daemon's option checks, backups.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, readdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -162,6 +162,32 @@ describe('the CLI and the store’s faults', () => {
       expect(refused.stderr.split('\n'), args.join(' ')).toHaveLength(1);
       expect(refused.stderr).toMatch(message);
     }
+    const store = createSqliteStore({ path, readonly: true });
+    try {
+      expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
+      expect(store.db.prepare('SELECT state FROM tasks').pluck().all()).toEqual(['pending']);
+    } finally {
+      await store.close();
+    }
+  });
+
+  it('SIGTERM while a slow --tools module loads stops the daemon at once: exit 0, nothing registered or claimed', async () => {
+    const dir = tempDir();
+    const path = join(dir, 'tasks.db');
+    await seeded(path, ['a']);
+    const began = join(dir, 'began');
+    // Loads for two minutes (an import that waits on a network, say): past the check's own
+    // 60 s limit, so the daemon stopped only by that limit exits 2, not 0.
+    writeFileSync(join(dir, 'slow.mjs'), `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(began)}, '');\nawait new Promise((r) => setTimeout(r, 120_000));\nexport const tools = [];\n`);
+    const child = spawn(process.execPath, [join(ROOT, 'bin/taskloop'), '--db', path, 'daemon', '--tools', join(dir, 'slow.mjs')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    while (!existsSync(began)) await new Promise((r) => setTimeout(r, 20));
+    child.kill('SIGTERM');
+    expect(await exited, stderr).toBe(0);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+    expect(stderr.trim()).toMatch(/^\S+ SIGTERM: stopped while the modules were loading; the daemon did not start$/);
     const store = createSqliteStore({ path, readonly: true });
     try {
       expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
