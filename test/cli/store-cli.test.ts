@@ -35,6 +35,17 @@ async function seeded(path: string, titles: string[]): Promise<void> {
   await tm.close();
 }
 
+/** No daemon was registered and the one seeded task is still pending. */
+async function expectNothingStarted(path: string): Promise<void> {
+  const store = createSqliteStore({ path, readonly: true });
+  try {
+    expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
+    expect(store.db.prepare('SELECT state FROM tasks').pluck().all()).toEqual(['pending']);
+  } finally {
+    await store.close();
+  }
+}
+
 const oneLine = (r: CliResult, re: RegExp) => {
   expect(r.code, r.stderr).toBe(1);
   expect(r.stderr.split('\n')).toHaveLength(1);
@@ -162,13 +173,7 @@ describe('the CLI and the store’s faults', () => {
       expect(refused.stderr.split('\n'), args.join(' ')).toHaveLength(1);
       expect(refused.stderr).toMatch(message);
     }
-    const store = createSqliteStore({ path, readonly: true });
-    try {
-      expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
-      expect(store.db.prepare('SELECT state FROM tasks').pluck().all()).toEqual(['pending']);
-    } finally {
-      await store.close();
-    }
+    await expectNothingStarted(path);
   });
 
   it('SIGTERM while a slow --tools module loads stops the daemon at once: exit 0, nothing registered or claimed', async () => {
@@ -188,13 +193,7 @@ describe('the CLI and the store’s faults', () => {
     expect(await exited, stderr).toBe(0);
     expect(stderr.trim().split('\n')).toHaveLength(1);
     expect(stderr.trim()).toMatch(/^\S+ SIGTERM: stopped while the modules were loading; the daemon did not start$/);
-    const store = createSqliteStore({ path, readonly: true });
-    try {
-      expect(store.db.prepare('SELECT count(*) FROM daemons').pluck().get()).toBe(0);
-      expect(store.db.prepare('SELECT state FROM tasks').pluck().all()).toEqual(['pending']);
-    } finally {
-      await store.close();
-    }
+    await expectNothingStarted(path);
   });
 
   it('a tools module or plugin that leaves a timer running does not keep a stopped daemon alive (its modules load only in threads)', async () => {
