@@ -9,7 +9,7 @@
 import { closeSync, existsSync, openSync, rmSync, statSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { EngineError, createSqliteStore, storeError } from '../engine/index.js';
+import { EngineError, createSqliteStore, storeError, unsafeFolder } from '../engine/index.js';
 import type { Run } from './task-commands.js';
 
 export function registerBackupCommand(program: Command, run: Run): void {
@@ -21,6 +21,9 @@ export function registerBackupCommand(program: Command, run: Run): void {
         const file = resolve(target);
         if (file === ctx.dbPath) throw new EngineError('VALIDATION_FAILED', `backup: ${file} is the database itself`);
         const source = ctx.sqlite('backup (for PostgreSQL, use pg_dump)');
+        // A copy of everything, where no one else may plant its -wal (folder-check.ts).
+        const unsafe = unsafeFolder(file, 'backup to');
+        if (unsafe !== undefined) throw unsafe;
         // Created exclusively: an existing file (a previous backup, the database of another
         // install) is refused, never overwritten, and nothing else can take the name meanwhile.
         try {

@@ -32,6 +32,8 @@ export { createSqliteScheduleStore } from './sqlite/schedules.js';
 export type * from './approvals.js';
 /** @internal */
 export { createWriteLock } from './sqlite/write-lock.js';
+/** @internal A database's or backup's folder that other local users may write or own (the backup command). */
+export { unsafeFolder } from './sqlite/folder-check.js';
 /** @internal Waiting for SQLite's write lock without its busy handler (the ticket demo's writes, tools/tickets-sqlite.ts). */
 export { spinOnBusy } from './sqlite/busy.js';
 export { FATAL_FAULTS, storeError, sqliteCode, faultReporter, type FaultReporter } from './sqlite/faults.js';

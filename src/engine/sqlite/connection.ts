@@ -18,6 +18,7 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from '../errors.js';
 import { fsFault, sqliteCode, storeError, storeFault } from './faults.js';
+import { unsafeFolder } from './folder-check.js';
 import { lockHolders, orphanedWal } from './guard.js';
 import { MIGRATIONS, migrate } from './migrations.js';
 
@@ -158,6 +159,8 @@ export function openDatabase(opts: OpenOptions): Db {
   if (file) {
     const refused = orphanedWal(opts.path);
     if (refused !== undefined) throw refused;
+    const unsafe = unsafeFolder(databasePath(opts.path), 'open');
+    if (unsafe !== undefined) throw unsafe;
     try {
       mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
     } catch (err) {

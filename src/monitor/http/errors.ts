@@ -59,6 +59,7 @@ const ENGINE_STATUS: Record<ErrorCode, number> = {
   STORE_TOO_NEW: 503,
   STORE_NOT_FOUND: 503,
   STORE_IO: 503,
+  STORE_UNSAFE: 503,
   STORE_UNAVAILABLE: 503,
 };
 

@@ -1,0 +1,191 @@
+/**
+ * Another local user against the SQLite file. A database taskloop creates holds every card,
+ * tool argument and tool result, so it is its owner's alone (0600, its -wal and -shm too,
+ * in folders made 0700) whatever the umask; a file that exists keeps the mode its owner gave
+ * it; a backup is as private as a new database. And a database (or backup) is not opened in
+ * a folder another user may write or owns: there they would plant its -wal first, then read
+ * every commit and write tasks of their own (folder-check.ts). The attacks run as `nobody`,
+ * which needs root (CI runs as root).
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createSqliteStore, createTaskManager, isEngineError } from '../../src/engine/index.js';
+import { ROOT, operator, tempDir } from '../helpers.js';
+import { spawnCli } from '../cli/helpers.js';
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+const SECRET = 'sk-live-0123456789abcdef';
+
+let umask: number;
+beforeEach(() => {
+  umask = process.umask(0o022); // the usual one, which leaves SQLite's own files readable by all
+});
+afterEach(() => {
+  process.umask(umask);
+});
+
+/** A folder every local user may enter, as a shared or home folder often is. */
+function openFolder(): string {
+  const dir = tempDir();
+  chmodSync(dir, 0o755);
+  return dir;
+}
+
+describe('a database file is its owner\'s alone', () => {
+  it('a new file and the folders made for it: 0600 and 0700, the -wal and -shm 0600 while it is open', async () => {
+    const path = join(openFolder(), 'data', 'nested', 'taskloop.db');
+    const tm = createTaskManager({ store: createSqliteStore({ path }) });
+    await tm.createTask({ title: 'holds a secret', card: { goal: `use ${SECRET}` } }, operator);
+    expect(mode(path).toString(8)).toBe('600');
+    expect(existsSync(`${path}-wal`)).toBe(true);
+    expect(mode(`${path}-wal`).toString(8)).toBe('600');
+    expect(mode(`${path}-shm`).toString(8)).toBe('600');
+    expect(mode(join(path, '..')).toString(8)).toBe('700');
+    expect(mode(join(path, '..', '..')).toString(8)).toBe('700');
+    await tm.close();
+  });
+
+  it('a umask that takes the owner\'s own write bit still leaves the owner a file it can write', async () => {
+    process.umask(0o277);
+    const path = join(tempDir(), 'taskloop.db');
+    const tm = createTaskManager({ store: createSqliteStore({ path }) });
+    await tm.createTask({ title: 'written' }, operator);
+    expect(mode(path).toString(8)).toBe('600');
+    await tm.close();
+  });
+
+  it('an existing file keeps its mode: sharing it with a group is its owner\'s choice', async () => {
+    const path = join(tempDir(), 'shared.db');
+    writeFileSync(path, '');
+    chmodSync(path, 0o640);
+    const tm = createTaskManager({ store: createSqliteStore({ path }) });
+    await tm.createTask({ title: 'in a shared file' }, operator);
+    expect(mode(path).toString(8)).toBe('640');
+    expect(mode(`${path}-wal`).toString(8)).toBe('640');
+    await tm.close();
+  });
+
+  it('the CLI that creates the file (task create) and a backup: 0600 under umask 022', async () => {
+    const dir = openFolder();
+    const path = join(dir, 'cli.db');
+    const made = spawnSync('sh', ['-c', `umask 022; exec "${process.execPath}" "${join(ROOT, 'bin/taskloop')}" --db "${path}" task create --title "${SECRET}"`]);
+    expect(made.status, made.stderr.toString()).toBe(0);
+    expect(mode(path).toString(8)).toBe('600');
+    const backup = join(dir, 'copy.db');
+    const r = await spawnCli(['--db', path, 'backup', backup]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(mode(backup).toString(8)).toBe('600');
+  });
+
+  it('another local user (nobody) reads none of it: not the file, not its -wal, not a backup', async () => {
+    if (process.getuid?.() !== 0) throw new Error('this test reads as the user nobody, which needs root (CI runs as root): run it as root');
+    const dir = openFolder();
+    const path = join(dir, 'taskloop.db');
+    mkdirSync(join(dir, 'elsewhere'), { mode: 0o755 });
+    const tm = createTaskManager({ store: createSqliteStore({ path }) });
+    await tm.createTask({ title: 'holds a secret', card: { goal: `use ${SECRET}` } }, operator);
+    const backup = join(dir, 'elsewhere', 'copy.db');
+    expect((await spawnCli(['--db', path, 'backup', backup])).code).toBe(0);
+    // As the attacker: a plain read of each file, the way any program of theirs would.
+    for (const file of [path, `${path}-wal`, backup]) {
+      expect(existsSync(file)).toBe(true);
+      const asThem = spawnSync('/usr/sbin/runuser', ['-u', 'nobody', '--', 'cat', file]);
+      expect(asThem.status, `nobody read ${file}`).not.toBe(0);
+      expect(asThem.stderr.toString()).toMatch(/Permission denied/);
+      expect(asThem.stdout.toString()).not.toContain(SECRET);
+    }
+    // The owner reads it (the secret is there to be kept).
+    expect(execFileSync('cat', [path, `${path}-wal`]).toString('latin1')).toContain(SECRET);
+    await tm.close();
+  });
+});
+
+const NOBODY = 65534;
+const asNobody = (cmd: string) => spawnSync('/usr/sbin/runuser', ['-u', 'nobody', '--', 'sh', '-c', cmd]);
+function needRoot(): void {
+  if (process.getuid?.() !== 0) throw new Error('these attacks act as the user nobody, which needs root (CI runs as root): run them as root');
+}
+/** A folder every user may write, like /tmp (sticky). */
+function sharedFolder(): string {
+  const dir = join(openFolder(), 'shared');
+  mkdirSync(dir);
+  chmodSync(dir, 0o1777);
+  return dir;
+}
+async function opened(path: string): Promise<string> {
+  try {
+    await createSqliteStore({ path }).close();
+    return 'opened';
+  } catch (err) {
+    return isEngineError(err) ? `${err.code}: ${err.message}` : String(err);
+  }
+}
+
+describe('a database is not opened where another user could plant its -wal', () => {
+  it('a -wal and -shm planted in a shared folder: the owner\'s write is refused STORE_UNSAFE, and nothing reaches them', async () => {
+    needRoot();
+    const dir = sharedFolder();
+    const path = join(dir, 'w.db');
+    const planted = asNobody(`umask 0; : > ${path}-wal; : > ${path}-shm`);
+    expect(planted.status, planted.stderr.toString()).toBe(0);
+    const r = await spawnCli(['--db', path, 'task', 'create', '--title', SECRET]);
+    expect(r.code).toBe(1);
+    expect(r.stderr.split('\n')).toHaveLength(1);
+    expect(r.stderr).toMatch(new RegExp(`^taskloop: STORE_UNSAFE: open ${path}: the folder ${dir} is writable by every user \\(mode 1777\\);`));
+    expect(readdirSync(dir).sort()).toEqual(['w.db-shm', 'w.db-wal']);
+    expect(statSync(`${path}-wal`).size).toBe(0);
+  });
+
+  it('a backup into a shared folder is refused the same way, and no file is made there', async () => {
+    needRoot();
+    const source = join(tempDir(), 'source.db');
+    const tm = createTaskManager({ store: createSqliteStore({ path: source }) });
+    await tm.createTask({ title: SECRET }, operator);
+    await tm.close();
+    const dir = sharedFolder();
+    const r = await spawnCli(['--db', source, 'backup', join(dir, 'copy.db')]);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/^taskloop: STORE_UNSAFE: backup to .*copy\.db: the folder .* is writable by every user/);
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it('a database another user prepared in a working folder of theirs: the owner\'s daemon refuses it before its card\'s command could run', async () => {
+    needRoot();
+    const theirs = join(openFolder(), 'theirs');
+    mkdirSync(join(theirs, 'data'), { recursive: true });
+    const path = join(theirs, 'data', 'taskloop.db');
+    const tm = createTaskManager({ store: createSqliteStore({ path }) });
+    const pwned = join(theirs, 'pwned');
+    await tm.createTask({ title: 'planted', card: { goal: 'x', planner: 'scripted', script: [{ action: 'done' }], acceptance: { checks: [{ id: 'c', command: ['touch', pwned] }] } } }, operator);
+    await tm.close();
+    for (const p of [theirs, join(theirs, 'data'), path]) chownSync(p, NOBODY, NOBODY);
+    // The owner runs the daemon in that folder, on the default data/taskloop.db.
+    const r = await spawnCli(['daemon', '--workers', '1'], { cwd: theirs });
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stderr).toMatch(/STORE_UNSAFE: open .*taskloop\.db: the folder .*theirs\/data belongs to another user \(uid 65534\)/);
+    expect(existsSync(pwned)).toBe(false);
+  });
+
+  it('the rule by folder: its own folder never writable by every user, those above only if sticky, none another user\'s', async () => {
+    needRoot();
+    const base = openFolder();
+    const at = (...parts: string[]) => join(base, ...parts, 'tasks.db');
+    mkdirSync(join(base, 'open-above', 'mine'), { recursive: true });
+    chmodSync(join(base, 'open-above'), 0o777);
+    expect(await opened(at('open-above', 'mine'))).toMatch(/^STORE_UNSAFE: .*open-above is writable by every user \(mode 0777\)/);
+    mkdirSync(join(base, 'sticky-above', 'mine'), { recursive: true });
+    chmodSync(join(base, 'sticky-above'), 0o1777);
+    expect(await opened(at('sticky-above', 'mine'))).toBe('opened');
+    mkdirSync(join(base, 'their-above', 'mine'), { recursive: true });
+    chownSync(join(base, 'their-above'), NOBODY, NOBODY);
+    expect(await opened(at('their-above', 'mine'))).toMatch(/^STORE_UNSAFE: .*their-above belongs to another user/);
+    mkdirSync(join(base, 'group'), { recursive: true });
+    chmodSync(join(base, 'group'), 0o770);
+    expect(await opened(at('group'))).toBe('opened');
+    // Folders not there yet are made, the owner's: the check reads the ones that are.
+    expect(await opened(at('new', 'deeper'))).toBe('opened');
+    expect(existsSync(at('open-above', 'mine'))).toBe(false);
+  });
+});
