@@ -1,8 +1,6 @@
 /** Loading the plugins named in configuration into a hook registry (once per worker thread). */
-import { existsSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { type HookRegistry, type HookRegistryOptions, type Plugin, createHookRegistry } from './hooks.js';
+import { moduleUrl } from './module-url.js';
 import { taskEnforcer } from './task-enforcer.js';
 
 export interface PluginSpec {
@@ -17,8 +15,7 @@ const BUILT_IN: ReadonlyMap<string, Plugin> = new Map([['task_enforcer', taskEnf
 async function resolvePlugin(spec: string): Promise<Plugin> {
   const builtIn = BUILT_IN.get(spec);
   if (builtIn !== undefined) return builtIn;
-  // A file that exists is a path (relative to the working directory); anything else a package.
-  const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;
+  const url = moduleUrl(spec, 'plugin');
   let mod: { plugin?: unknown; default?: unknown };
   try {
     mod = (await import(url)) as { plugin?: unknown; default?: unknown };

@@ -1,7 +1,5 @@
 /** Loading the tool set a worker offers: the built-in tools plus modules named in configuration. */
-import { existsSync } from 'node:fs';
-import { isAbsolute, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { moduleUrl } from '../plugins/module-url.js';
 import { builtInTools } from '../tools/builtin.js';
 import { type Tool, type ToolRegistry, createToolRegistry } from '../tools/registry.js';
 
@@ -19,8 +17,7 @@ export async function loadTools(modules: string[]): Promise<ToolRegistry> {
 export async function loadToolModules(modules: string[]): Promise<Tool[]> {
   const loaded: Tool[] = [];
   for (const spec of modules) {
-    // A file that exists is a path (relative to the working directory); anything else a package.
-    const url = spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)) ? pathToFileURL(resolve(spec)).href : spec;
+    const url = moduleUrl(spec, 'tool');
     let mod: { tools?: unknown };
     try {
       mod = (await import(url)) as { tools?: unknown };

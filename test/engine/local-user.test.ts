@@ -189,3 +189,43 @@ describe('a database is not opened where another user could plant its -wal', () 
     expect(existsSync(at('open-above', 'mine'))).toBe(false);
   });
 });
+
+describe('code another user could write is not loaded as a tools module or plugin', () => {
+  it('a bare name that another user made a file of, in a working folder of theirs: refused before it runs (exit 2, one line)', async () => {
+    needRoot();
+    const theirs = join(openFolder(), 'theirs');
+    mkdirSync(join(theirs, '@acme'), { recursive: true });
+    const ran = join(theirs, 'ran');
+    writeFileSync(join(theirs, '@acme', 'tools'), `import { writeFileSync } from 'node:fs';\nwriteFileSync(${JSON.stringify(ran)}, 'uid ' + process.getuid());\nexport const tools = [];\n`);
+    for (const p of [theirs, join(theirs, '@acme'), join(theirs, '@acme', 'tools')]) chownSync(p, NOBODY, NOBODY);
+    for (const args of [['tools', '--tools', '@acme/tools'], ['daemon', '--plugin', '@acme/tools']]) {
+      const r = await spawnCli(['--db', join(tempDir(), 'tasks.db'), ...args], { cwd: theirs });
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr.split('\n')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^taskloop: (tool|plugin) module @acme\/tools was not loaded: the file .*theirs\/@acme\/tools belongs to another user \(uid 65534\), so another local user could change the code it runs as you/);
+    }
+    expect(existsSync(ran)).toBe(false);
+  });
+
+  it('a module in a folder every user may write, or a file every user may write: refused; the owner\'s own loads', async () => {
+    const base = openFolder();
+    const code = 'export const tools = [];\n';
+    mkdirSync(join(base, 'open'));
+    chmodSync(join(base, 'open'), 0o1777);
+    writeFileSync(join(base, 'open', 'tools.mjs'), code);
+    mkdirSync(join(base, 'mine'));
+    writeFileSync(join(base, 'mine', 'loose.mjs'), code);
+    chmodSync(join(base, 'mine', 'loose.mjs'), 0o666);
+    writeFileSync(join(base, 'mine', 'tools.mjs'), code);
+    const listed = (module: string) => spawnCli(['tools', '--tools', module, '--format', 'json']);
+    const open = await listed(join(base, 'open', 'tools.mjs'));
+    expect(open.code).toBe(2);
+    expect(open.stderr).toMatch(/was not loaded: the folder .*open is writable by every user \(mode 1777\)/);
+    const loose = await listed(join(base, 'mine', 'loose.mjs'));
+    expect(loose.code).toBe(2);
+    expect(loose.stderr).toMatch(/was not loaded: the file .*loose\.mjs is writable by every user \(mode 0666\)/);
+    const mine = await listed(join(base, 'mine', 'tools.mjs'));
+    expect(mine.code, mine.stderr).toBe(0);
+  });
+});
+
