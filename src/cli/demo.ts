@@ -7,7 +7,7 @@
  */
 import { createInterface } from 'node:readline/promises';
 import type { Command } from 'commander';
-import type { RunStore, Task, TaskEvent } from '../engine/index.js';
+import { type RunStore, type Task, type TaskEvent, redactUrl } from '../engine/index.js';
 import { ticketCard } from '../tools/ticket-card.js';
 import { ticketStoreFor } from '../tools/tickets.js';
 import { startDaemon } from '../workers/daemon.js';
@@ -84,7 +84,7 @@ export function registerDemoCommand(program: Command, run: Run): void {
         const tm = ctx.manager();
         const runs = ctx.runs();
         const seeded = await ticketStoreFor(tm.store).seed();
-        ctx.log(`database ${ctx.dbPath}; tickets T-1000 … T-1099 ${seeded > 0 ? 'seeded' : 'already there'}`);
+        ctx.log(`database ${redactUrl(ctx.dbPath)}; tickets T-1000 … T-1099 ${seeded > 0 ? 'seeded' : 'already there'}`);
         const cursor = await tm.store.lastEventId();
         const quiet = process.stderr.isTTY === true && !ctx.json;
         const daemon = await startDaemon({

@@ -30,6 +30,7 @@ import {
   type FaultReporter,
   faultReporter,
   isEngineError,
+  redactUrl,
 } from '../engine/index.js';
 import type { Job } from './cron.js';
 import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
@@ -322,7 +323,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     return stopping$;
   };
 
-  log(`daemon ${id} started: ${threads} workers, up to ${concurrency} runs in flight, as ${agent} on queue ${queue}, database ${opts.dbPath}`);
+  log(`daemon ${id} started: ${threads} workers, up to ${concurrency} runs in flight, as ${agent} on queue ${queue}, database ${redactUrl(opts.dbPath)}`);
   return {
     id,
     tm,

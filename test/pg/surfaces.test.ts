@@ -60,7 +60,7 @@ describe('the surfaces on PostgreSQL', () => {
     await tm.cancelTask({ taskId: task!.id, actor: operator });
   });
 
-  it('the demo runs its ticket paths and dependency graph to their ends on a server, and leaves no password in a file name', async () => {
+  it('the demo runs its ticket paths and dependency graph to their ends on a server, and leaves no password in a file name or its log', async () => {
     const tm = freshManager();
     const cwd = tempDir();
     const env = { OPENAI_API_KEY: '', TASKLOOP_TOKEN: '', TASKLOOP_TOKENS: '' };
@@ -81,5 +81,12 @@ describe('the surfaces on PostgreSQL', () => {
     expect(files).toHaveLength(1);
     expect(files[0]).toMatch(/^postgres-[0-9a-f]{16}\.http-token$/);
     expect(existsSync(join(cwd, 'postgres:'))).toBe(false);
+    // Its log names the database (and the daemon's start line too) without the password:
+    // logs end up in journals and files others read.
+    const { password } = new URL(tm.path);
+    expect(password.length).toBeGreaterThan(0);
+    expect(r.stderr).toMatch(/database postgres:\/\/…@/);
+    expect(r.stderr).toMatch(/daemon .* started: .*database postgres:\/\/…@/);
+    expect(r.stderr).not.toContain(`:${password}@`);
   });
 });
