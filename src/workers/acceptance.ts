@@ -5,6 +5,7 @@
  * created, never on cards that came through an agent's tool call.
  */
 import { execFile } from 'node:child_process';
+import { childEnv } from '../tools/child-env.js';
 import type { AcceptanceCheck, TaskCard } from '../engine/index.js';
 import { parseDuration } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
@@ -55,7 +56,7 @@ const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b)
 
 function runCommand(argv: string[], timeoutMs: number, signal: AbortSignal): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    execFile(argv[0]!, argv.slice(1), { timeout: timeoutMs, signal, maxBuffer: 1 << 20 }, (err, stdout, stderr) => {
+    execFile(argv[0]!, argv.slice(1), { timeout: timeoutMs, signal, maxBuffer: 1 << 20, env: childEnv() }, (err, stdout, stderr) => {
       const code = err === null ? 0 : typeof (err as { code?: unknown }).code === 'number' ? ((err as { code: number }).code) : null;
       resolve({ code, output: `${stdout}${stderr}`.trim().slice(0, 500) });
     });

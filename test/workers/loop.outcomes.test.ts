@@ -62,6 +62,25 @@ describe('how a run ends', () => {
     expect((await runCard(h, c)).result.phase).toBe('completed');
   });
 
+  it('a command check gets the environment without the HTTP server\'s tokens (its output is kept where reviewers read it)', async () => {
+    const h = harness();
+    const saved = { TASKLOOP_TOKEN: process.env.TASKLOOP_TOKEN, TASKLOOP_TOKENS: process.env.TASKLOOP_TOKENS };
+    process.env.TASKLOOP_TOKEN = 'operator-secret-token-123456';
+    process.env.TASKLOOP_TOKENS = 'agent:a1:agent-secret-token-123456';
+    try {
+      const names = ['TASKLOOP_TOKEN', 'TASKLOOP_TOKENS', 'PATH'];
+      const c = card({ acceptance: { checks: [{ id: 'env', command: [process.execPath, '-e', `console.log(${JSON.stringify(names)}.map((n) => n + '=' + (n in process.env)).join(' '))`] }] } });
+      const { result } = await runCard(h, c);
+      expect(result.phase).toBe('completed');
+      expect((result.envelope!.acceptance as { checks: unknown[] }).checks).toEqual([{ id: 'env', passed: true, detail: 'exit 0: TASKLOOP_TOKEN=false TASKLOOP_TOKENS=false PATH=true' }]);
+    } finally {
+      for (const [name, value] of Object.entries(saved)) {
+        if (value === undefined) delete process.env[name];
+        else process.env[name] = value;
+      }
+    }
+  });
+
   it('the same call against the same state three times is a loop: blocked / loop_detected (repeat)', async () => {
     const h = harness();
     const script = Array.from({ length: 5 }, () => ({ action: 'tool', tool: 'echo', args: { text: 'same' } }));

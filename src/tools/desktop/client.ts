@@ -8,6 +8,7 @@
 import { type ChildProcess, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { EngineError } from '../../engine/index.js';
+import { childEnv } from '../child-env.js';
 import { probeDisplay } from './display.js';
 import type { HostOp, HostReply } from './protocol.js';
 
@@ -24,7 +25,7 @@ export interface DesktopClient {
 export interface DesktopClientOptions {
   /** The host module. @defaultValue the compiled host.js next to this file */
   hostPath?: string;
-  /** Environment of the host (DISPLAY, XAUTHORITY). @defaultValue process.env */
+  /** Environment of the host (DISPLAY, XAUTHORITY), less the server's tokens (child-env.ts). @defaultValue process.env */
   env?: NodeJS.ProcessEnv;
   /** An idle host exits after this long. @defaultValue 30000 */
   idleMs?: number;
@@ -35,7 +36,7 @@ const HOST = fileURLToPath(new URL('./host.js', import.meta.url)).replace(/\/src
 const STDERR_KEPT = 2048;
 
 export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopClient {
-  const env = opts.env ?? process.env;
+  const env = childEnv(opts.env ?? process.env);
   const idleMs = opts.idleMs ?? 30_000;
   let child: ChildProcess | null = null;
   let stderr = '';

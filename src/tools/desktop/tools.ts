@@ -17,6 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod/v4';
 import type { TaskCard } from '../../engine/index.js';
 import { type Tool, defineTool } from '../registry.js';
+import { childEnv } from '../child-env.js';
 import { desktopClient } from './client.js';
 import { parseCombo } from './keys.js';
 import type { WindowInfo } from './protocol.js';
@@ -123,7 +124,7 @@ export const launchApp = defineTool({
       : `launch_app: ${JSON.stringify(argv)} is not in the card's launch_allowlist`,
   execute: async ({ argv }, ctx) => {
     await desktopClient().requireDisplay();
-    const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: 'ignore' });
+    const child = spawn(argv[0]!, argv.slice(1), { detached: true, stdio: 'ignore', env: childEnv() });
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', resolve);
       child.once('error', (err) => reject(new Error(`cannot start ${argv[0]}: ${err.message}`)));
