@@ -7,7 +7,7 @@
  * name the owner meant as a package must not become a file another user planted in a shared
  * working folder (`@acme/tools` made there by someone else).
  */
-import { existsSync } from 'node:fs';
+import { existsSync, realpathSync } from 'node:fs';
 import { isAbsolute, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { othersReach } from '../engine/index.js';
@@ -15,9 +15,16 @@ import { othersReach } from '../engine/index.js';
 /** The specifier to import for `spec`; throws a one-line Error for a file within another user's reach. */
 export function moduleUrl(spec: string, kind: 'tool' | 'plugin'): string {
   if (!(spec.startsWith('.') || isAbsolute(spec) || existsSync(resolve(spec)))) return spec;
-  const reach = othersReach(spec, { file: true });
+  // Through any symbolic link: the file Node loads, in the folders that hold it.
+  let file = resolve(spec);
+  try {
+    file = realpathSync(file);
+  } catch {
+    // Not there: the import says so.
+  }
+  const reach = othersReach(file, { file: true });
   if (reach !== undefined) {
     throw new Error(`${kind} module ${spec} was not loaded: ${reach.why}, so another local user could change the code it runs as you (${reach.fix})`);
   }
-  return pathToFileURL(resolve(spec)).href;
+  return pathToFileURL(file).href;
 }

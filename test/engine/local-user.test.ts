@@ -8,7 +8,7 @@
  * which needs root (CI runs as root).
  */
 import { execFileSync, spawnSync } from 'node:child_process';
-import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdirSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSqliteStore, createTaskManager, isEngineError } from '../../src/engine/index.js';
@@ -226,6 +226,15 @@ describe('code another user could write is not loaded as a tools module or plugi
     expect(loose.stderr).toMatch(/was not loaded: the file .*loose\.mjs is writable by every user \(mode 0666\)/);
     const mine = await listed(join(base, 'mine', 'tools.mjs'));
     expect(mine.code, mine.stderr).toBe(0);
+    // A link of the owner's to a file of theirs in a folder every user may write (not sticky):
+    // the file loaded is judged where it is, not where the link is.
+    mkdirSync(join(base, 'drop'));
+    chmodSync(join(base, 'drop'), 0o777);
+    writeFileSync(join(base, 'drop', 'tools.mjs'), code);
+    symlinkSync(join(base, 'drop', 'tools.mjs'), join(base, 'mine', 'linked.mjs'));
+    const linked = await listed(join(base, 'mine', 'linked.mjs'));
+    expect(linked.code).toBe(2);
+    expect(linked.stderr).toMatch(/linked\.mjs was not loaded: the folder .*drop is writable by every user \(mode 0777\)/);
   });
 });
 
