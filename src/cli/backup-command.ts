@@ -20,10 +20,10 @@ export function registerBackupCommand(program: Command, run: Run): void {
       run(cmd, async (ctx) => {
         const file = resolve(target);
         if (file === ctx.dbPath) throw new EngineError('VALIDATION_FAILED', `backup: ${file} is the database itself`);
-        const source = ctx.sqlite('backup (for PostgreSQL, use pg_dump)');
         // A copy of everything, where no one else may plant its -wal (folder-check.ts).
         const unsafe = unsafeFolder(file, 'backup to');
         if (unsafe !== undefined) throw unsafe;
+        const source = ctx.sqlite('backup (for PostgreSQL, use pg_dump)');
         // Created exclusively: an existing file (a previous backup, the database of another
         // install) is refused, never overwritten, and nothing else can take the name meanwhile.
         try {

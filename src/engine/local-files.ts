@@ -1,16 +1,24 @@
 /**
  * Whether another local user could change what is at a path: plant or swap a file beside it
- * (the database's -wal), or edit it (a tools module). Shared by the store's folder check
- * (sqlite/folder-check.ts) and the loading of `--tools` and `--plugin` files.
+ * (the database's -wal), edit it, or put a package where its imports look (a tools module).
+ * Shared by the store's folder check (sqlite/folder-check.ts) and the loading of `--tools`
+ * and `--plugin` files; the HTTP token file's folder (monitor/http/token-file.ts) is held to
+ * the same rule.
  *
- * What passes: folders owned by this user or root, none writable by every user except sticky
- * ones above the path's own folder (`/tmp` itself, whose entries only their owners may
- * rename). A folder or file writable by its group is the owner's sharing choice, as a file's
- * mode is. Not checked where there are no Unix owners (Windows). Same rule as the HTTP token
- * file's folder (monitor/http/token-file.ts), which also refuses a group's write.
+ * What passes, judged on real paths (through symbolic links, also for folders not made yet):
+ * - the path's own folder: owned by this user or root, writable by neither its group nor
+ *   others;
+ * - every folder above: owned by this user or root, and writable by its group or others
+ *   only with the sticky bit (`/tmp` itself: only an entry's owner may rename it);
+ * - the files named (the path itself, the -wal and -shm), where they exist: owned by this
+ *   user or root, writable by neither group nor others;
+ * - for code (`modules`): no `node_modules` of another user's in a folder above that
+ *   everyone may write, where Node would look for the file's bare imports.
+ * Sharing a database with a group is for reading (`chmod 640`); several users writing one
+ * store is PostgreSQL's job. Not checked where there are no Unix owners (Windows).
  */
-import { statSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, realpathSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
 
 /** Where another user reaches: the folder (or file) and why, in words for a one-line refusal. */
 export interface OthersReach {
@@ -21,32 +29,72 @@ export interface OthersReach {
   uid: number;
 }
 
-const octal = (mode: number): string => (mode & 0o7777).toString(8).padStart(4, '0');
+export interface ReachOptions {
+  /** Also the file at `path` itself. */
+  file?: boolean;
+  /** Files beside it to judge as the file (suffixes: `-wal`, `-shm`). */
+  beside?: string[];
+  /** The path is code: its bare imports must not find another user's `node_modules`. */
+  modules?: boolean;
+}
 
-/**
- * The first place on the way to `path` (absolute or relative to the working directory) that
- * another user owns or may write; with `file`, the file itself too (when it exists).
- */
-export function othersReach(path: string, opts: { file?: boolean } = {}): OthersReach | undefined {
+const octal = (mode: number): string => (mode & 0o7777).toString(8).padStart(4, '0');
+const stat = (path: string) => {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
+};
+
+/** The real path of `path`: its deepest existing folder resolved through links, the rest as given. */
+export function realPath(path: string): string {
+  let at = resolve(path);
+  const rest: string[] = [];
+  for (;;) {
+    try {
+      return join(realpathSync(at), ...rest);
+    } catch {
+      if (at === dirname(at)) return resolve(path);
+      rest.unshift(basename(at));
+      at = dirname(at);
+    }
+  }
+}
+
+/** The first place on the way to `path` that another user owns or may write (see the module's rule). */
+export function othersReach(path: string, opts: ReachOptions = {}): OthersReach | undefined {
   const uid = process.getuid?.();
   if (uid === undefined) return undefined;
-  const full = resolve(path);
+  const full = realPath(path);
   const own = dirname(full);
-  for (let at = opts.file === true ? full : own; ; at = dirname(at)) {
+  const theirs = (st: { uid: number }) => st.uid !== uid && st.uid !== 0;
+  const files = [...(opts.file === true ? [full] : []), ...(opts.beside ?? []).map((suffix) => `${full}${suffix}`)];
+  for (const file of files) {
+    const st = stat(file);
+    if (st === undefined) continue;
+    const reach = (why: string, fix: string): OthersReach => ({ at: file, why, fix, mode: octal(st.mode), uid: st.uid });
+    if (theirs(st)) return reach(`the file ${file} belongs to another user (uid ${st.uid})`, 'remove it, or run as that user');
+    if ((st.mode & 0o022) !== 0) return reach(`the file ${file} is writable by ${(st.mode & 0o002) !== 0 ? 'every user' : 'its group'} (mode ${octal(st.mode)})`, `run chmod go-w ${file}`);
+  }
+  for (let at = own; ; at = dirname(at)) {
     const top = at === dirname(at);
-    let st;
-    try {
-      st = statSync(at);
-    } catch {
-      if (top) return undefined;
-      continue; // not there (yet): the caller's own open or import says why
-    }
-    const reach = (why: string, fix: string): OthersReach => ({ at, why, fix, mode: octal(st.mode), uid: st.uid });
-    const what = at === full ? 'the file' : 'the folder';
-    if (st.uid !== uid && st.uid !== 0) return reach(`${what} ${at} belongs to another user (uid ${st.uid})`, `keep it in a folder of your own, or run as that user`);
-    const sticky = st.isDirectory() && (st.mode & 0o1000) !== 0;
-    if ((st.mode & 0o002) !== 0 && (at === full || at === own || !sticky)) {
-      return reach(`${what} ${at} is writable by every user (mode ${octal(st.mode)})`, at === own ? 'keep it in a folder of its own, e.g. mkdir -m 700' : `run chmod o-w ${at}`);
+    const st = stat(at);
+    if (st !== undefined) {
+      const reach = (why: string, fix: string): OthersReach => ({ at, why, fix, mode: octal(st.mode), uid: st.uid });
+      if (theirs(st)) return reach(`the folder ${at} belongs to another user (uid ${st.uid})`, 'keep it in a folder of your own, or run as that user');
+      const sticky = (st.mode & 0o1000) !== 0;
+      if ((st.mode & 0o022) !== 0 && (at === own || !sticky)) {
+        const who = (st.mode & 0o002) !== 0 ? 'every user' : 'its group';
+        return reach(`the folder ${at} is writable by ${who} (mode ${octal(st.mode)})`, at === own && sticky ? 'keep it in a folder of its own, e.g. mkdir -m 700' : `run chmod go-w ${at}`);
+      }
+      if (opts.modules === true && (st.mode & 0o002) !== 0) {
+        const lookedIn = join(at, 'node_modules');
+        const found = existsSync(lookedIn) ? stat(lookedIn) : undefined;
+        if (found !== undefined && theirs(found)) {
+          return reach(`${lookedIn}, where its imports are looked for, belongs to another user (uid ${found.uid})`, `keep it out of ${at}`);
+        }
+      }
     }
     if (top) return undefined;
   }

@@ -22,7 +22,7 @@ export function moduleUrl(spec: string, kind: 'tool' | 'plugin'): string {
   } catch {
     // Not there: the import says so.
   }
-  const reach = othersReach(file, { file: true });
+  const reach = othersReach(file, { file: true, modules: true });
   if (reach !== undefined) {
     throw new Error(`${kind} module ${spec} was not loaded: ${reach.why}, so another local user could change the code it runs as you (${reach.fix})`);
   }

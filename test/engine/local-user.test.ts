@@ -133,7 +133,7 @@ describe('a database is not opened where another user could plant its -wal', () 
     const r = await spawnCli(['--db', path, 'task', 'create', '--title', SECRET]);
     expect(r.code).toBe(1);
     expect(r.stderr.split('\n')).toHaveLength(1);
-    expect(r.stderr).toMatch(new RegExp(`^taskloop: STORE_UNSAFE: open ${path}: the folder ${dir} is writable by every user \\(mode 1777\\);`));
+    expect(r.stderr).toMatch(new RegExp(`^taskloop: STORE_UNSAFE: open ${path}: the file ${path}-wal belongs to another user \\(uid 65534\\);`));
     expect(readdirSync(dir).sort()).toEqual(['w.db-shm', 'w.db-wal']);
     expect(statSync(`${path}-wal`).size).toBe(0);
   });
@@ -164,11 +164,11 @@ describe('a database is not opened where another user could plant its -wal', () 
     // The owner runs the daemon in that folder, on the default data/taskloop.db.
     const r = await spawnCli(['daemon', '--workers', '1'], { cwd: theirs });
     expect(r.code, r.stderr).toBe(1);
-    expect(r.stderr).toMatch(/STORE_UNSAFE: open .*taskloop\.db: the folder .*theirs\/data belongs to another user \(uid 65534\)/);
+    expect(r.stderr).toMatch(/STORE_UNSAFE: open .*taskloop\.db: the file .*theirs\/data\/taskloop\.db belongs to another user \(uid 65534\)/);
     expect(existsSync(pwned)).toBe(false);
   });
 
-  it('the rule by folder: its own folder never writable by every user, those above only if sticky, none another user\'s', async () => {
+  it('the rule by folder: its own folder writable by no one else, those above only if sticky, none another user\'s; the file and its -wal the same', async () => {
     needRoot();
     const base = openFolder();
     const at = (...parts: string[]) => join(base, ...parts, 'tasks.db');
@@ -181,12 +181,36 @@ describe('a database is not opened where another user could plant its -wal', () 
     mkdirSync(join(base, 'their-above', 'mine'), { recursive: true });
     chownSync(join(base, 'their-above'), NOBODY, NOBODY);
     expect(await opened(at('their-above', 'mine'))).toMatch(/^STORE_UNSAFE: .*their-above belongs to another user/);
+    // A group's write is another party's too (a team folder, root's /var/local): as the token file's.
     mkdirSync(join(base, 'group'), { recursive: true });
-    chmodSync(join(base, 'group'), 0o770);
-    expect(await opened(at('group'))).toBe('opened');
+    chmodSync(join(base, 'group'), 0o2775);
+    expect(await opened(at('group'))).toMatch(/^STORE_UNSAFE: .*group is writable by its group \(mode 2775\).*\(run chmod go-w /);
+    // Through a link, the folder is judged where it is: here, one every user may write.
+    mkdirSync(join(base, 'drop'));
+    chmodSync(join(base, 'drop'), 0o777);
+    symlinkSync(join(base, 'drop'), join(base, 'link'));
+    expect(await opened(at('link', 'new'))).toMatch(/^STORE_UNSAFE: .*the folder .*drop is writable by every user/);
+    // An existing database, or its -wal, that others may write: editable by them, whatever its folder.
+    mkdirSync(join(base, 'mine'), { recursive: true });
+    const loose = at('mine');
+    await createSqliteStore({ path: loose }).close();
+    chmodSync(loose, 0o666);
+    expect(await opened(loose)).toMatch(/^STORE_UNSAFE: .*the file .*tasks\.db is writable by every user \(mode 0666\)/);
+    chmodSync(loose, 0o660);
+    expect(await opened(loose)).toMatch(/is writable by its group \(mode 0660\)/);
+    chmodSync(loose, 0o640);
+    writeFileSync(`${loose}-wal`, '');
+    chownSync(`${loose}-wal`, NOBODY, NOBODY);
+    expect(await opened(loose)).toMatch(/the file .*tasks\.db-wal belongs to another user \(uid 65534\)/);
     // Folders not there yet are made, the owner's: the check reads the ones that are.
     expect(await opened(at('new', 'deeper'))).toBe('opened');
     expect(existsSync(at('open-above', 'mine'))).toBe(false);
+    // A backup is judged the same way through a link.
+    const source = at('new', 'deeper');
+    const copy = await spawnCli(['--db', source, 'backup', join(base, 'link', 'copy.db')]);
+    expect(copy.code).toBe(1);
+    expect(copy.stderr).toMatch(/^taskloop: STORE_UNSAFE: backup to .*copy\.db: the folder .*drop is writable by every user/);
+    expect(existsSync(join(base, 'drop', 'copy.db'))).toBe(false);
   });
 });
 
@@ -235,6 +259,21 @@ describe('code another user could write is not loaded as a tools module or plugi
     const linked = await listed(join(base, 'mine', 'linked.mjs'));
     expect(linked.code).toBe(2);
     expect(linked.stderr).toMatch(/linked\.mjs was not loaded: the folder .*drop is writable by every user \(mode 0777\)/);
+  });
+
+  it('a module whose bare imports would find another user\'s node_modules in a shared folder above it: refused', async () => {
+    needRoot();
+    const shared = sharedFolder();
+    mkdirSync(join(shared, 'mine'), { mode: 0o700 });
+    const tools = join(shared, 'mine', 'tools.mjs');
+    const ran = join(shared, 'ran');
+    writeFileSync(tools, "import 'leftpad-x';\nexport const tools = [];\n");
+    const planted = asNobody(`mkdir -p ${shared}/node_modules/leftpad-x && echo 'require("fs").writeFileSync(${JSON.stringify(ran)}, "ran")' > ${shared}/node_modules/leftpad-x/index.js`);
+    expect(planted.status, planted.stderr.toString()).toBe(0);
+    const r = await spawnCli(['tools', '--tools', tools, '--format', 'json']);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/was not loaded: .*shared\/node_modules, where its imports are looked for, belongs to another user \(uid 65534\)/);
+    expect(existsSync(ran)).toBe(false);
   });
 });
 

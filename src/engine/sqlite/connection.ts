@@ -159,13 +159,15 @@ export function openDatabase(opts: OpenOptions): Db {
   if (file) {
     const refused = orphanedWal(opts.path);
     if (refused !== undefined) throw refused;
-    const unsafe = unsafeFolder(databasePath(opts.path), 'open');
-    if (unsafe !== undefined) throw unsafe;
     try {
       mkdirSync(dirname(opts.path), { recursive: true, mode: 0o700 });
     } catch (err) {
       throw fsFault(err, dirname(opts.path), 'create the folder');
     }
+    // After the folder is made: one that someone else made first (a guessed name under
+    // /tmp) is seen for what it is, and the file is then created where only we may write.
+    const unsafe = unsafeFolder(databasePath(opts.path), 'open');
+    if (unsafe !== undefined) throw unsafe;
     createPrivately(opts.path);
   }
   const db = connect(opts.path, 'open', false);

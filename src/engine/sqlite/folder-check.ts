@@ -1,21 +1,22 @@
 /**
- * Before a database is opened for writing (or a backup written): its folder must be beyond
- * other local users' reach (local-files.ts). SQLite keeps the `-wal` and `-shm` beside the
- * file and uses the ones it finds there: another user who may create files in the folder (a
- * shared `/tmp`, sticky or not) plants them first, then reads every commit of the owner's and
- * writes frames of their own (a task whose card runs a command, as the owner). A folder
- * another user owns, or one above it they may rename entries in, is theirs to swap. Refused
- * with STORE_UNSAFE, nothing opened or created.
+ * Before a database is opened for writing (or a backup written): it and its folder must be
+ * beyond other local users' reach (local-files.ts). SQLite keeps the `-wal` and `-shm` beside
+ * the file and uses the ones it finds there: another user who may create files in the folder
+ * (a shared `/tmp`, sticky or not) plants them first, then reads every commit of the owner's
+ * and writes frames of their own (a task whose card runs a command, as the owner). A file or
+ * folder another user owns or may write, or a folder above it they may rename entries in, is
+ * theirs to change or swap. Refused with STORE_UNSAFE before anything is written. Opening
+ * makes the folder first and checks it then, so a folder someone else made meanwhile is seen.
  */
 import { EngineError } from '../errors.js';
 import { othersReach } from '../local-files.js';
 
-/** STORE_UNSAFE for a folder of `file` (its real path: databasePath) that another user may write or owns. */
+/** STORE_UNSAFE for a database (or backup) file that another user may write or swap, or undefined. */
 export function unsafeFolder(file: string, what: string): EngineError | undefined {
-  const reach = othersReach(file);
+  const reach = othersReach(file, { file: true, beside: ['-wal', '-shm'] });
   if (reach === undefined) return undefined;
-  return new EngineError('STORE_UNSAFE', `${what} ${file}: ${reach.why}; another local user could plant its -wal and read or write every task (${reach.fix}); nothing was opened`, {
-    folder: reach.at,
+  return new EngineError('STORE_UNSAFE', `${what} ${file}: ${reach.why}; another local user could read or change the database, or plant its -wal (${reach.fix}); nothing was written`, {
+    at: reach.at,
     mode: reach.mode,
     owner_uid: reach.uid,
   });
