@@ -24,7 +24,7 @@ export const ERROR_CODES = {
     "The database file or its -wal was deleted, moved or replaced while open; from then on this process writes nothing to it. On PostgreSQL: taskloop's tables are gone from under an open store (its schema dropped, or a pooler reset the session's search path), or its schema was replaced by another of the same name; a daemon stops.",
   STORE_TOO_NEW: 'The file\'s schema version is newer than this taskloop knows; it was not opened for writing and nothing was written.',
   STORE_NOT_FOUND: 'A command that only reads was pointed at a path with no database; nothing was created.',
-  STORE_UNSAFE: 'The database (or a backup), its -wal or -shm, or a folder holding it belongs to another user or may be written by others, so another local user could read or change every task; nothing was written.',
+  STORE_UNSAFE: 'The database (or a backup), its -wal or -shm, or a folder holding it belongs to another user or may be written by others (or by a group that is not its owner\'s choice), so another local user could read or change every task; nothing was written.',
   STORE_IO: 'The operating system failed a read or write of the database file (an I/O error, or the file cannot be opened).',
   STORE_UNAVAILABLE: 'The database server could not be reached, refused the login, dropped the connection, or did not give it the settings taskloop asked for (a pooler that drops the startup options); a write it cut off may or may not have committed (read before retrying).',
 } as const;

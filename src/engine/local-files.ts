@@ -2,16 +2,19 @@
  * Whether another local user could change what is at a path: plant or swap a file beside it
  * (the database's -wal), edit it, or put a package where its imports look (a tools module).
  * Shared by the store's folder check (sqlite/folder-check.ts) and the loading of `--tools`
- * and `--plugin` files; the HTTP token file's folder (monitor/http/token-file.ts) is held to
- * the same rule.
+ * and `--plugin` files. The HTTP token file's folder (monitor/http/token-file.ts) is held to
+ * a stricter form: no group's write at all.
  *
  * What passes, judged on real paths (through symbolic links, also for folders not made yet):
- * - the path's own folder: owned by this user or root, writable by neither its group nor
- *   others;
- * - every folder above: owned by this user or root, and writable by its group or others
- *   only with the sticky bit (`/tmp` itself: only an entry's owner may rename it);
- * - the files named (the path itself, the -wal and -shm), where they exist: owned by this
- *   user or root, writable by neither group nor others;
+ * - the path's own folder: owned by this user or root, not writable by others, and writable
+ *   by its group only if it is this user's own (a group's write on a folder of yours is your
+ *   choice — and with a umask of 002, where each user has a group of their own, every folder
+ *   you make has it —, on root's it is a team's: root:team 2775);
+ * - every folder above: owned by this user or root, and writable by others (or, on root's,
+ *   by its group) only with the sticky bit (`/tmp` itself: only an entry's owner may rename
+ *   it);
+ * - the files named (the path itself, the -wal and -shm), where they exist: the same as a
+ *   folder holding it;
  * - for code (`modules`): no `node_modules` of another user's in a folder above that
  *   everyone may write, where Node would look for the file's bare imports.
  * Sharing a database with a group is for reading (`chmod 640`); several users writing one
@@ -69,13 +72,17 @@ export function othersReach(path: string, opts: ReachOptions = {}): OthersReach 
   const full = realPath(path);
   const own = dirname(full);
   const theirs = (st: { uid: number }) => st.uid !== uid && st.uid !== 0;
+  /** Who else may write it: every user, or a group that is not this user's own choice. */
+  const writers = (st: { uid: number; mode: number }): string | undefined =>
+    (st.mode & 0o002) !== 0 ? 'every user' : (st.mode & 0o020) !== 0 && st.uid !== uid ? 'its group' : undefined;
   const files = [...(opts.file === true ? [full] : []), ...(opts.beside ?? []).map((suffix) => `${full}${suffix}`)];
   for (const file of files) {
     const st = stat(file);
     if (st === undefined) continue;
     const reach = (why: string, fix: string): OthersReach => ({ at: file, why, fix, mode: octal(st.mode), uid: st.uid });
     if (theirs(st)) return reach(`the file ${file} belongs to another user (uid ${st.uid})`, 'remove it, or run as that user');
-    if ((st.mode & 0o022) !== 0) return reach(`the file ${file} is writable by ${(st.mode & 0o002) !== 0 ? 'every user' : 'its group'} (mode ${octal(st.mode)})`, `run chmod go-w ${file}`);
+    const w = writers(st);
+    if (w !== undefined) return reach(`the file ${file} is writable by ${w} (mode ${octal(st.mode)})`, `run chmod go-w ${file}`);
   }
   for (let at = own; ; at = dirname(at)) {
     const top = at === dirname(at);
@@ -84,8 +91,8 @@ export function othersReach(path: string, opts: ReachOptions = {}): OthersReach 
       const reach = (why: string, fix: string): OthersReach => ({ at, why, fix, mode: octal(st.mode), uid: st.uid });
       if (theirs(st)) return reach(`the folder ${at} belongs to another user (uid ${st.uid})`, 'keep it in a folder of your own, or run as that user');
       const sticky = (st.mode & 0o1000) !== 0;
-      if ((st.mode & 0o022) !== 0 && (at === own || !sticky)) {
-        const who = (st.mode & 0o002) !== 0 ? 'every user' : 'its group';
+      const who = writers(st);
+      if (who !== undefined && (at === own || !sticky)) {
         return reach(`the folder ${at} is writable by ${who} (mode ${octal(st.mode)})`, at === own && sticky ? 'keep it in a folder of its own, e.g. mkdir -m 700' : `run chmod go-w ${at}`);
       }
       if (opts.modules === true && (st.mode & 0o002) !== 0) {

@@ -181,10 +181,10 @@ describe('a database is not opened where another user could plant its -wal', () 
     mkdirSync(join(base, 'their-above', 'mine'), { recursive: true });
     chownSync(join(base, 'their-above'), NOBODY, NOBODY);
     expect(await opened(at('their-above', 'mine'))).toMatch(/^STORE_UNSAFE: .*their-above belongs to another user/);
-    // A group's write is another party's too (a team folder, root's /var/local): as the token file's.
+    // A group's write on a folder of one's own is one's choice (every folder under umask 002).
     mkdirSync(join(base, 'group'), { recursive: true });
     chmodSync(join(base, 'group'), 0o2775);
-    expect(await opened(at('group'))).toMatch(/^STORE_UNSAFE: .*group is writable by its group \(mode 2775\).*\(run chmod go-w /);
+    expect(await opened(at('group'))).toBe('opened');
     // Through a link, the folder is judged where it is: here, one every user may write.
     mkdirSync(join(base, 'drop'));
     chmodSync(join(base, 'drop'), 0o777);
@@ -196,8 +196,6 @@ describe('a database is not opened where another user could plant its -wal', () 
     await createSqliteStore({ path: loose }).close();
     chmodSync(loose, 0o666);
     expect(await opened(loose)).toMatch(/^STORE_UNSAFE: .*the file .*tasks\.db is writable by every user \(mode 0666\)/);
-    chmodSync(loose, 0o660);
-    expect(await opened(loose)).toMatch(/is writable by its group \(mode 0660\)/);
     chmodSync(loose, 0o640);
     writeFileSync(`${loose}-wal`, '');
     chownSync(`${loose}-wal`, NOBODY, NOBODY);
@@ -274,6 +272,29 @@ describe('code another user could write is not loaded as a tools module or plugi
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/was not loaded: .*shared\/node_modules, where its imports are looked for, belongs to another user \(uid 65534\)/);
     expect(existsSync(ran)).toBe(false);
+  });
+});
+
+describe('a team folder (root\'s, writable by a group) is the team\'s, not one member\'s', () => {
+  it('a member writing a database there is refused: another member could plant its -wal', async () => {
+    needRoot();
+    const team = join(openFolder(), 'team');
+    mkdirSync(team);
+    const gid = Number(execFileSync('id', ['-g', 'www-data']).toString().trim());
+    chownSync(team, 0, gid);
+    chmodSync(team, 0o2775);
+    const path = join(team, 'tasks.db');
+    const r = spawnSync('/usr/sbin/runuser', ['-u', 'www-data', '--', process.execPath, join(ROOT, 'bin/taskloop'), '--db', path, 'task', 'create', '--title', 'member']);
+    expect(r.status, r.stderr.toString()).toBe(1);
+    expect(r.stderr.toString().trim()).toMatch(new RegExp(`^taskloop: STORE_UNSAFE: open ${path}: the folder ${team} is writable by its group \\(mode 2775\\);.*\\(run chmod go-w ${team}\\)`));
+    expect(readdirSync(team)).toEqual([]);
+    // The same member in a folder of its own under the same shared parent: its choice, opened.
+    const own = join(team, '..', 'member');
+    mkdirSync(own, { mode: 0o775 });
+    chownSync(own, Number(execFileSync('id', ['-u', 'www-data']).toString().trim()), gid);
+    chmodSync(own, 0o775);
+    const mine = spawnSync('/usr/sbin/runuser', ['-u', 'www-data', '--', process.execPath, join(ROOT, 'bin/taskloop'), '--db', join(own, 'tasks.db'), 'task', 'create', '--title', 'member']);
+    expect(mine.status, mine.stderr.toString()).toBe(0);
   });
 });
 
