@@ -36,7 +36,8 @@ const HOST = fileURLToPath(new URL('./host.js', import.meta.url)).replace(/\/src
 const STDERR_KEPT = 2048;
 
 export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopClient {
-  const env = childEnv(opts.env ?? process.env);
+  // Read at each use: process.env is live (DISPLAY may be set after the client is made).
+  const env = (): NodeJS.ProcessEnv => childEnv(opts.env ?? process.env);
   const idleMs = opts.idleMs ?? 30_000;
   let child: ChildProcess | null = null;
   let stderr = '';
@@ -45,7 +46,7 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
   let idle: NodeJS.Timeout | undefined;
 
   const requireDisplay = async () => {
-    const status = await probeDisplay(env);
+    const status = await probeDisplay(env());
     if (!status.ok) throw new EngineError('DESKTOP_UNAVAILABLE', `no live X display: ${status.reason}`);
   };
 
@@ -53,7 +54,7 @@ export function createDesktopClient(opts: DesktopClientOptions = {}): DesktopCli
     if (child !== null && child.exitCode === null && child.signalCode === null) return child;
     stderr = '';
     // detached: the host leads its own process group, so `kill` reaches an xdotool it runs.
-    const started = fork(opts.hostPath ?? HOST, [], { env, stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced', detached: true });
+    const started = fork(opts.hostPath ?? HOST, [], { env: env(), stdio: ['ignore', 'ignore', 'pipe', 'ipc'], serialization: 'advanced', detached: true });
     started.stderr?.setEncoding('utf8');
     started.stderr?.on('data', (chunk: string) => {
       stderr = (stderr + chunk).slice(-STDERR_KEPT);
