@@ -298,3 +298,18 @@ describe('a team folder (root\'s, writable by a group) is the team\'s, not one m
   });
 });
 
+describe('a user whose umask is 002 (a group of their own): a fresh clone works', () => {
+  it('the demo in a clone whose data/ is 0775: the database opens and the board starts', () => {
+    needRoot();
+    const home = openFolder();
+    chownSync(home, 33, 33); // www-data's
+    const script = `umask 002; mkdir -p ${home}/clone/data && cd ${home}/clone && exec "${process.execPath}" "${join(ROOT, 'bin/taskloop')}" demo --yes --port 0`;
+    const r = spawnSync('/usr/sbin/runuser', ['-u', 'www-data', '--', 'sh', '-c', script], { env: { ...process.env, HOME: home, OPENAI_API_KEY: '', TASKLOOP_TOKEN: '', TASKLOOP_TOKENS: '' }, timeout: 50_000 });
+    const err = r.stderr.toString();
+    expect(r.status, err).toBe(0);
+    expect(mode(join(home, 'clone', 'data')).toString(8)).toBe('775');
+    expect(err).toMatch(/^board: http:\/\/127\.0\.0\.1:\d+\/\?signin=/m);
+    expect(err).not.toMatch(/board not started|STORE_UNSAFE/);
+  });
+});
+
