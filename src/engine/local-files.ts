@@ -3,7 +3,7 @@
  * (the database's -wal), edit it, or put a package where its imports look (a tools module).
  * Shared by the store's folder check (sqlite/folder-check.ts) and the loading of `--tools`
  * and `--plugin` files. The HTTP token file's folder (monitor/http/token-file.ts) is held to
- * a stricter form: no group's write at all.
+ * the same rule for that one folder.
  *
  * What passes, judged on real paths (through symbolic links, also for folders not made yet):
  * - the path's own folder: owned by this user or root, not writable by others, and writable
