@@ -33,7 +33,7 @@ export type * from './approvals.js';
 /** @internal */
 export { createWriteLock } from './sqlite/write-lock.js';
 /** @internal Whether another local user could change a file or plant one beside it (module loading, the store's folder check). */
-export { othersReach, type OthersReach } from './local-files.js';
+export { otherWriters, othersReach, type OthersReach } from './local-files.js';
 /** @internal A database's or backup's folder that other local users may write or own (the backup command). */
 export { unsafeFolder } from './sqlite/folder-check.js';
 /** @internal Waiting for SQLite's write lock without its busy handler (the ticket demo's writes, tools/tickets-sqlite.ts). */

@@ -51,7 +51,7 @@ const stat = (path: string) => {
 };
 
 /** The real path of `path`: its deepest existing folder resolved through links, the rest as given. */
-export function realPath(path: string): string {
+function realPath(path: string): string {
   let at = resolve(path);
   const rest: string[] = [];
   for (;;) {
@@ -65,6 +65,15 @@ export function realPath(path: string): string {
   }
 }
 
+/**
+ * Who besides `uid` may write a file or folder of this owner and mode: every user, or its
+ * group when it is not `uid`'s own (see the module's rule), else undefined.
+ */
+export function otherWriters(st: { uid: number; mode: number }, uid: number): 'every user' | 'its group' | undefined {
+  if ((st.mode & 0o002) !== 0) return 'every user';
+  return (st.mode & 0o020) !== 0 && st.uid !== uid ? 'its group' : undefined;
+}
+
 /** The first place on the way to `path` that another user owns or may write (see the module's rule). */
 export function othersReach(path: string, opts: ReachOptions = {}): OthersReach | undefined {
   const uid = process.getuid?.();
@@ -72,9 +81,7 @@ export function othersReach(path: string, opts: ReachOptions = {}): OthersReach 
   const full = realPath(path);
   const own = dirname(full);
   const theirs = (st: { uid: number }) => st.uid !== uid && st.uid !== 0;
-  /** Who else may write it: every user, or a group that is not this user's own choice. */
-  const writers = (st: { uid: number; mode: number }): string | undefined =>
-    (st.mode & 0o002) !== 0 ? 'every user' : (st.mode & 0o020) !== 0 && st.uid !== uid ? 'its group' : undefined;
+  const writers = (st: { uid: number; mode: number }) => otherWriters(st, uid);
   const files = [...(opts.file === true ? [full] : []), ...(opts.beside ?? []).map((suffix) => `${full}${suffix}`)];
   for (const file of files) {
     const st = stat(file);

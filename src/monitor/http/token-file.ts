@@ -24,6 +24,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, constants, mkdirSync, fchmodSync, fstatSync, fsyncSync, linkSync, openSync, readSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { databasePath } from '../../engine/sqlite/connection.js';
+import { otherWriters } from '../../engine/index.js';
 
 /** The token file of the server of a database: `<db>.http-token`, or `data/postgres-<hash>.http-token` for a URL. */
 export function tokenFileFor(dbPath: string): string {
@@ -73,11 +74,12 @@ function checkFolder(path: string, uid: number): void {
   }
   if (!st.isDirectory()) throw refuse(path, `${dir} is not a folder`);
   if (st.uid !== uid && st.uid !== 0) throw refuse(path, `its folder ${dir} belongs to another user (uid ${st.uid}); keep the database in a folder of your own`);
-  // A group's write on a folder of your own is your choice (a umask of 002, where each user
-  // has a group of their own, gives it to every folder you make: a fresh clone's data/); on
-  // root's it is a team's. The database's own folder rule is the same (engine/local-files.ts).
-  if ((st.mode & 0o002) !== 0 || ((st.mode & 0o020) !== 0 && st.uid !== uid)) {
-    const who = (st.mode & 0o002) !== 0 ? 'others' : 'its group';
+  // The database's rule (engine/local-files.ts): a group's write on a folder of your own is
+  // your choice (a umask of 002 gives it to every folder you make: a fresh clone's data/);
+  // on root's it is a team's.
+  const writers = otherWriters(st, uid);
+  if (writers !== undefined) {
+    const who = writers === 'every user' ? 'others' : 'its group';
     throw refuse(path, `its folder ${dir} is writable by ${who} (mode ${octal(st.mode)}): run chmod go-w ${dir}, or set TASKLOOP_TOKEN`);
   }
 }
