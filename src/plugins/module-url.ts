@@ -3,7 +3,7 @@
  * exists as a file under the working directory) or a package (resolved from taskloop's own
  * install, as Node resolves a bare specifier). A file's code runs with every power of the
  * process, so one that another local user could have written or swapped — the file, its
- * folder or one above it theirs or writable by every user (local-files.ts) — is refused: a
+ * folder or one above it theirs or writable by others (local-files.ts has the rule) — is refused: a
  * name the owner meant as a package must not become a file another user planted in a shared
  * working folder (`@acme/tools` made there by someone else).
  */
