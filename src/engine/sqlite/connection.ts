@@ -180,7 +180,9 @@ export function openDatabase(opts: OpenOptions): Db {
     // checksummed and synced at checkpoints were untouched content. Measured on the queue
     // bench: 1 KiB drains ~10% faster than 2 KiB and ~35% faster than 4 KiB. The price is
     // deeper b-trees (4 levels instead of 3 at a million tasks, still cached) and more
-    // overflow pages for big cards.
+    // overflow pages for big cards. Rows just past 1 KiB (a one-tool run's task row with its
+    // result) drain ~9% faster at 2 KiB, but rows of a few KiB ~20% slower and empty cards
+    // ~9% slower (BENCHMARKS.md, session 26), so 1 KiB stays.
     if (file) db.pragma('page_size = 1024');
     // Several processes may open a fresh file at once: switching to WAL can hit SQLITE_BUSY.
     retryBusySync(() => db.pragma('journal_mode = WAL'));
