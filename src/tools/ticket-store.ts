@@ -4,6 +4,7 @@
  * the tools show them and the demo's hundred tickets. SQLite's is tickets-sqlite.ts, the
  * PostgreSQL one tickets-pg.ts; `ticketStoreFor` (tickets.ts) picks one by the task store.
  */
+import { EngineError } from '../engine/index.js';
 
 export interface Ticket {
   ticket_id: string;
@@ -56,7 +57,8 @@ export const toTicket = (r: TicketRow): Ticket => ({
   updated_at: new Date(r.updated_at).toISOString(),
 });
 
-export const noTicket = (id: string): Error => new Error(`no ticket ${id}`);
+/** The caller's own fault (an id that names no ticket): VALIDATION_FAILED, which no tool breaker counts. */
+export const noTicket = (id: string): Error => new EngineError('VALIDATION_FAILED', `no ticket ${id}`);
 
 /** The demo's tickets, T-1000 … T-1099. */
 export function demoTickets(): Array<{ id: string; title: string; note: string | null }> {

@@ -1,5 +1,5 @@
 /** Running one tool call: its own timeout, the run's AbortSignal, and the output cap. */
-import { depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
+import { type BreakerPolicy, type ErrorCode, type RunStore, depthMessage, isEngineError, nestsDeeper } from '../engine/index.js';
 import { deadline } from '../tools/deadline.js';
 import type { Tool, ToolContext } from '../tools/registry.js';
 
@@ -61,4 +61,31 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     limit.release();
     aborted.catch(() => undefined);
   }
+}
+
+/**
+ * Failures that say nothing about a tool's health: the call was cut off by a stop, never made
+ * (its arguments failed their schema), or refused for what the caller asked (an id that names
+ * nothing, a value out of range, a move it may not make, an output too big or deep for what
+ * it asked). The tool's breaker is shared by every run on the database, so an agent that could
+ * count these could switch a tool off for everyone by asking for things that do not exist.
+ * A tool says "your arguments" by throwing an EngineError with one of these codes.
+ */
+const CALLERS_OWN: ReadonlySet<string> = new Set<ErrorCode | string>([
+  'aborted', 'not_called', 'invalid_args', 'output_too_large', 'output_too_deep',
+  'VALIDATION_FAILED', 'TASK_NOT_FOUND', 'RUN_NOT_FOUND', 'APPROVAL_NOT_FOUND', 'FORBIDDEN',
+  'INVALID_TRANSITION', 'STALE_CLAIM', 'DEPENDENCY_CYCLE', 'RESERVED_NAME',
+]);
+
+/** What a call tells its tool's breaker: ok, a failure, or nothing (the caller's own fault; see CALLERS_OWN). */
+export function breakerOutcome(out: ExecOutcome): boolean | undefined {
+  if (out.ok) return true;
+  if (out.aborted || CALLERS_OWN.has(out.errorType ?? 'tool_error')) return undefined;
+  return false;
+}
+
+/** Records a call's outcome on its tool's breaker, unless it says nothing of the tool (breakerOutcome). */
+export async function recordOnBreaker(runs: Pick<RunStore, 'breakerRecord'>, tool: string, out: ExecOutcome, policy: BreakerPolicy, taskId: number): Promise<void> {
+  const ok = breakerOutcome(out);
+  if (ok !== undefined) await runs.breakerRecord(tool, ok, policy, taskId);
 }

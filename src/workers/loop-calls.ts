@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { type Actor, type Approval, type FinalPhase, type Fence, type Run, type TaskCard, type TaskMove, asAgent, mayUseCardPowers } from '../engine/index.js';
 import type { HookRegistry } from '../plugins/hooks.js';
 import { runAcceptance } from './acceptance.js';
-import { type ExecOutcome, executeTool } from './execute.js';
+import { type ExecOutcome, executeTool, recordOnBreaker } from './execute.js';
 import { type GateVerdict, gate } from './gate.js';
 import type { LoopContext } from './loop-context.js';
 import type { Finish } from './loop-finish.js';
@@ -128,7 +128,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
     if (verdict.kind === 'refuse') return { ok: false, error: verdict.reason, durationMs: 0, aborted: false, ...(verdict.end === undefined ? {} : { end: verdict.end }) };
     if (verdict.kind === 'park') return { ok: false, error: `${toolName} needs a person's approval, which a card's own read cannot wait for`, durationMs: 0, aborted: false };
     const out = await exec(verdict.tool.name, verdict.args, randomUUID());
-    if (!(!out.ok && out.aborted)) await ctx.runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
+    await recordOnBreaker(ctx.runs, verdict.tool.name, out, ctx.breakerPolicy, fence.taskId);
     return out;
   };
 

@@ -7,6 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { type Step, type StepKind, isEngineError, parseDuration } from '../engine/index.js';
 import { clip, printable } from '../engine/text.js';
 import { splitImage } from './images.js';
+import { recordOnBreaker } from './execute.js';
 import { type Decision, type Observation, PlannerError, tokenCount } from './planner.js';
 import { planView, replan } from './plan.js';
 import { recordAction, summaryOf } from './loop-state.js';
@@ -239,7 +240,7 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
     if (isUnsure(cut)) recordAction(state, cut, true);
     return AGAIN; // the stop is handled at the top of the loop
   }
-  await r.runs.breakerRecord(verdict.tool.name, out.ok, ctx.breakerPolicy, fence.taskId);
+  await recordOnBreaker(r.runs, verdict.tool.name, out, ctx.breakerPolicy, fence.taskId);
   let spent = false;
   if (out.ok) state.usage.consecutiveFailures = 0;
   else spent = failure(r);

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Approval, BreakerPolicy, Fence, FinalPhase, RunStore, Step, TaskCard } from '../engine/index.js';
 import type { Tool, ToolRegistry } from '../tools/registry.js';
 import type { AcceptanceReport } from './acceptance.js';
-import type { ExecOutcome } from './execute.js';
+import { type ExecOutcome, recordOnBreaker } from './execute.js';
 import type { GateVerdict } from './gate.js';
 import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
 import type { RunResult, TaskLoopEvent } from './loop.js';
@@ -182,7 +182,7 @@ async function* redo(s: ResumeScope, step: Step, giveBack: boolean): AsyncGenera
     if (isUnsure(cut)) recordAction(s.state, cut, true);
     return undefined; // the stop is handled at the top of the loop
   }
-  await s.runs.breakerRecord(verdict.tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+  await recordOnBreaker(s.runs, verdict.tool.name, out, s.breakerPolicy, s.fence.taskId);
   const done = yield* settled(s, target, verdict.tool, out);
   recordAction(s.state, done, verdict.tool.kind === 'write');
   return undefined;
@@ -203,7 +203,7 @@ export async function* unknownWrite(
   out: ExecOutcome,
 ): AsyncGenerator<TaskLoopEvent, RunResult | typeof STOPPED | undefined, undefined> {
   if (out.ok || unsureWrite(tool, out) !== 'unknown') return undefined;
-  if (!out.aborted) await s.runs.breakerRecord(tool.name, false, s.breakerPolicy, s.fence.taskId);
+  await recordOnBreaker(s.runs, tool.name, out, s.breakerPolicy, s.fence.taskId);
   const lost = yield* s.settle(step, 'unknown', { error: unknownError(out.error), durationMs: out.durationMs });
   recordAction(s.state, lost, true);
   if (out.aborted) return STOPPED;
@@ -248,7 +248,7 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       if (lost === STOPPED) continue;
       if (lost !== undefined) return lost;
       const cut = !out.ok && out.aborted;
-      if (!cut) await s.runs.breakerRecord(tool.name, out.ok, s.breakerPolicy, s.fence.taskId);
+      await recordOnBreaker(s.runs, tool.name, out, s.breakerPolicy, s.fence.taskId);
       // (A call cut off by a stop is no failure of the tool's, as in the loop's own calls.)
       if (out.ok) s.state.usage.consecutiveFailures = 0;
       else if (!cut) s.state.usage.consecutiveFailures++;

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { createSqliteRunStore, createSqliteStore } from '../../src/engine/index.js';
 import { CLEAN_FOR_MS } from '../../src/engine/sqlite/breakers.js';
 import { POLICY, card, harness, runCard } from './harness.js';
+import { ticketStoreFor } from '../../src/tools/tickets.js';
 import { fakeClock, tempDir } from '../helpers.js';
 import { onTestFinished, vi } from 'vitest';
 
@@ -19,6 +20,26 @@ describe('the tool circuit breaker', () => {
     expect(rejected[0]!.reason).toMatch(/tool broken is tripped \(breaker open\)/);
     const types = (await h.tm.getTask(first.claim.id)).events.map((e) => e.type);
     expect(types).toContain('breaker.opened');
+  });
+
+  it("an agent's calls refused for what it asked (ids that name nothing) are not counted on the shared breaker: the next run still calls the tool", async () => {
+    const h = harness();
+    await ticketStoreFor(h.tm.store).seed();
+    // A hostile card asks, over the threshold, for tickets and a task that do not exist.
+    const missing = ['T-9991', 'T-9992', 'T-9993'].map((id) => ({ action: 'tool', tool: 'get_ticket', args: { ticket_id: id } }));
+    const nothing = [999_998, 999_999].map((id) => ({ action: 'tool', tool: 'task_get', args: { task_id: id } }));
+    const hostile = await runCard(h, card({ allowed_tools: ['get_ticket', 'task_get'], budget: { max_steps: 20, max_failures: 10 }, script: [...missing, ...nothing, { action: 'done' }] }));
+    const failed = hostile.events.flatMap((e) => (e.type === 'step_finished' && e.step.kind === 'action' ? [e.step] : []));
+    expect(failed.map((s) => s.status)).toEqual(Array(5).fill('failed'));
+    expect(failed[0]!.error).toMatch(/^get_ticket: VALIDATION_FAILED: no ticket T-9991/);
+    expect(failed[4]!.error).toMatch(/^task_get: TASK_NOT_FOUND/);
+    // Its own run counted them (toward its max_failures); the tools' breakers heard nothing.
+    expect(hostile.result.envelope!.progress).toMatchObject({ consecutive_failures: 5 });
+    expect((await h.runs.breakers()).filter((b) => b.failures > 0 || b.state !== 'closed')).toEqual([]);
+
+    const other = h.other();
+    const victim = await runCard({ ...h, runs: other.runs, tm: other.tm }, card({ allowed_tools: ['get_ticket'], script: [{ action: 'tool', tool: 'get_ticket', args: { ticket_id: 'T-1024' } }, { action: 'done' }] }));
+    expect(victim.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
   });
 
   it('half-opens after the cooldown with exactly one probe across all connections; success closes it', async () => {
