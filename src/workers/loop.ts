@@ -114,7 +114,16 @@ async function* loop(ctx: LoopContext & { opened: OpenRunResult }, trace: RunTra
       if (control === 'paused') {
         await runs.setPaused(fence, run.id, true, 'user_pause');
         yield { type: 'run_paused', reason: 'user_pause' };
-        while (r.control() === 'paused' && ctx.draining?.() !== true) await changeOrTimeout(ctx, PAUSE_RECHECK_MS).then(() => refreshControl());
+        // A pause does not stop the run's clock: at its deadline a paused run ends (it would
+        // end there once resumed anyway), and gives back its seat, instead of holding it for
+        // as long as whoever paused it (the task's own agent may) cares to.
+        const { deadlineAt } = run.budget;
+        const beforeDeadline = () => deadlineAt === null || ctx.now() < deadlineAt;
+        while (r.control() === 'paused' && ctx.draining?.() !== true && beforeDeadline()) {
+          const wait = deadlineAt === null ? PAUSE_RECHECK_MS : Math.max(1, Math.min(PAUSE_RECHECK_MS, deadlineAt - ctx.now()));
+          await changeOrTimeout(ctx, wait).then(() => refreshControl());
+        }
+        if (!beforeDeadline() && r.control() === 'paused' && ctx.draining?.() !== true) return (yield* end(r, 'budget_exhausted', 'deadline')).result;
         // A drain releases the run as it is (still paused: where it resumes, it waits again);
         // going round would find it paused and pause it again, a write per turn, forever.
         if (ctx.draining?.() !== true || r.control() === 'stopped') {

@@ -127,6 +127,23 @@ describe('stop and pause from another process', () => {
     await expect(other.runs.setControl({ target: [claim.id], state: 'running', actor: operator })).rejects.toMatchObject({ code: 'INVALID_TRANSITION' });
   });
 
+  it('a paused run ends at its deadline (budget_exhausted / deadline) instead of holding its seat until someone resumes it', async () => {
+    const h = harness();
+    const other = h.other();
+    const reads = Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
+    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 500, deadline: '400ms' }, script: [...reads, { action: 'done' }] }));
+    const { result, events } = await drive(loopContext(h, claim), async (e, all) => {
+      if (e.type === 'step_finished' && e.step.kind === 'action' && all.filter((x) => x.type === 'run_paused').length === 0) {
+        await other.runs.setControl({ target: [claim.id], state: 'paused', actor: { id: 'operator', role: 'operator' } });
+      }
+    });
+    // Never resumed: the deadline alone ended it, without a resume in between.
+    expect(events.map((e) => e.type).filter((t) => t.startsWith('run_'))).toEqual(['run_started', 'run_paused', 'run_finished']);
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
+    expect((await h.runs.runsOf(claim.id))[0]).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
+    expect((await h.tm.getTask(claim.id)).state).toBe('failed');
+  });
+
   it('a run whose calls do no I/O still lets its thread\'s event loop turn between steps (timers, file events, messages)', async () => {
     const h = harness();
     const reads = Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
