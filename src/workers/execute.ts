@@ -12,14 +12,19 @@ export type ExecOutcome =
   | { ok: true; result: unknown; durationMs: number }
   | { ok: false; error: string; durationMs: number; aborted: boolean; errorType?: string; notCalled?: true };
 
-export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx: Omit<ToolContext, 'signal'>, runSignal: AbortSignal): Promise<ExecOutcome> {
+/**
+ * `cutAfterMs`: a limit below the tool's own timeout (a read cut at its run's deadline); a call
+ * it cuts fails with errorType `deadline`.
+ */
+export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx: Omit<ToolContext, 'signal'>, runSignal: AbortSignal, cutAfterMs?: number): Promise<ExecOutcome> {
   // A stopped run calls nothing, even a call its gate admitted and its step began: the tool
   // would start with its signal already fired, and a write would land after the stop.
   if (runSignal.aborted) {
     return { ok: false, error: `${tool.name}: not called: the run was stopped (${String(runSignal.reason)})`, durationMs: 0, aborted: true, errorType: 'not_called', notCalled: true };
   }
   const started = performance.now();
-  const limit = deadline(runSignal, tool.timeoutMs);
+  const cut = cutAfterMs !== undefined && cutAfterMs < tool.timeoutMs ? Math.max(0, cutAfterMs) : undefined;
+  const limit = deadline(runSignal, cut ?? tool.timeoutMs);
   const { signal } = limit;
   const elapsed = () => performance.now() - started;
   let onAbort: (() => void) | undefined;
@@ -48,6 +53,9 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     if (size > tool.maxOutputBytes) return refused(`${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, 'output_too_large');
     return { ok: true, result: result ?? null, durationMs: elapsed() };
   } catch (err) {
+    if (limit.timedOut() && !runSignal.aborted && cut !== undefined) {
+      return { ok: false, error: `${tool.name}: cut off at the run's deadline after ${Math.round(elapsed())} ms`, durationMs: elapsed(), aborted: false, errorType: 'deadline' };
+    }
     if (limit.timedOut() && !runSignal.aborted) {
       return { ok: false, error: `${tool.name}: timed out after ${tool.timeoutMs} ms`, durationMs: elapsed(), aborted: false, errorType: 'timeout' };
     }
@@ -64,7 +72,8 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
 }
 
 /**
- * Failures that say nothing about a tool's health: the call was cut off by a stop, never made
+ * Failures that say nothing about a tool's health: the call was cut off by a stop or its run's
+ * deadline, never made
  * (its arguments failed their schema), or refused for what the caller asked (an id that names
  * nothing, a value out of range, a move it may not make, an output too big or deep for what
  * it asked). The tool's breaker is shared by every run on the database, so an agent that could
@@ -72,7 +81,7 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
  * A tool says "your arguments" by throwing an EngineError with one of these codes.
  */
 const CALLERS_OWN: ReadonlySet<string> = new Set<ErrorCode | string>([
-  'aborted', 'not_called', 'invalid_args', 'output_too_large', 'output_too_deep',
+  'aborted', 'not_called', 'invalid_args', 'output_too_large', 'output_too_deep', 'deadline',
   'VALIDATION_FAILED', 'TASK_NOT_FOUND', 'RUN_NOT_FOUND', 'APPROVAL_NOT_FOUND', 'FORBIDDEN',
   'INVALID_TRANSITION', 'STALE_CLAIM', 'DEPENDENCY_CYCLE', 'RESERVED_NAME',
 ]);

@@ -38,7 +38,12 @@ export type CardReadOutcome = ExecOutcome & { end?: { phase: 'failed' | 'budget_
 
 export interface RunCalls {
   /** Runs a tool with arguments the gate admitted (they pass the tool's schema once more). */
-  exec(tool: string, args: Record<string, unknown>, key: string): Promise<ExecOutcome>;
+  /**
+   * A read is cut off at the run's deadline (errorType `deadline`), unless `bound` is 'tool'
+   * (the card's final_state reads, which judge work done before it); a write started before
+   * the deadline runs to its own timeout (cutting it would leave its outcome unknown).
+   */
+  exec(tool: string, args: Record<string, unknown>, key: string, bound?: 'deadline' | 'tool'): Promise<ExecOutcome>;
   /**
    * The gate for a planner's call (`of: 'planner'`, narrowed by the plan), the card's own read
    * (`'card'`), or a begun call the resume carries on under its key (`'continued'`: planner's
@@ -46,7 +51,7 @@ export interface RunCalls {
    */
   gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'planner' | 'card' | 'continued'): Promise<GateVerdict>;
   /** A card's own read (observe, final_state): gated, executed, and recorded on its breaker. */
-  cardRead(tool: string, args: Record<string, unknown>): Promise<CardReadOutcome>;
+  cardRead(tool: string, args: Record<string, unknown>, bound?: 'deadline' | 'tool'): Promise<CardReadOutcome>;
   /** The planner said done: acceptance over the final state decides how the run ends. */
   accept(): ReturnType<Finish>;
 }
@@ -81,7 +86,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
   // as the runner (its author trusted it with the runner's rights).
   const actingFor: Actor = ctx.task.creatorRole === 'operator' || ctx.task.creatorRole === 'system' ? asAgent(fence.agent) : { id: ctx.task.creator, role: ctx.task.creatorRole };
 
-  const exec: RunCalls['exec'] = async (toolName, args, key) => {
+  const exec: RunCalls['exec'] = async (toolName, args, key, bound = 'deadline') => {
     const tool = ctx.tools.get(toolName)!;
     const span = trace.toolCall(tool, key);
     const out = await span.run(async (): Promise<ExecOutcome> => {
@@ -91,8 +96,9 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       } catch (err) {
         return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false, errorType: 'invalid_args' };
       }
-      const call = () => executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal);
-      if (tool.kind === 'read') return call();
+      const call = (cutAfterMs?: number) => executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal, cutAfterMs);
+      const { deadlineAt } = run.budget;
+      if (tool.kind === 'read') return call(bound === 'deadline' && deadlineAt !== null ? deadlineAt - ctx.now() : undefined);
       return inWriteTurn(async () => {
         await s.recheckControl();
         return { started: call() };
@@ -123,11 +129,11 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
 
   // A breaker that is open or a tool_before hook that refuses stops the card's reads as it
   // stops the planner's calls.
-  const cardRead: RunCalls['cardRead'] = async (toolName, args) => {
+  const cardRead: RunCalls['cardRead'] = async (toolName, args, bound = 'deadline') => {
     const verdict = await gateCall(toolName, args, undefined, 'card');
     if (verdict.kind === 'refuse') return { ok: false, error: verdict.reason, durationMs: 0, aborted: false, ...(verdict.end === undefined ? {} : { end: verdict.end }) };
     if (verdict.kind === 'park') return { ok: false, error: `${toolName} needs a person's approval, which a card's own read cannot wait for`, durationMs: 0, aborted: false };
-    const out = await exec(verdict.tool.name, verdict.args, randomUUID());
+    const out = await exec(verdict.tool.name, verdict.args, randomUUID(), bound);
     await recordOnBreaker(ctx.runs, verdict.tool.name, out, ctx.breakerPolicy, fence.taskId);
     return out;
   };
@@ -138,7 +144,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
       tools: ctx.tools,
       usedTools: state.trace.usedTools,
       allowCommands: mayUseCardPowers(ctx.task.creatorRole),
-      read: (tool, args) => cardRead(tool, args),
+      read: (tool, args) => cardRead(tool, args, 'tool'),
       signal,
     });
     // A run that had to skip a high-risk call (its approval expired, the card says degrade)

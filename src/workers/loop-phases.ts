@@ -104,7 +104,8 @@ export async function* observe(r: RunScope): Phase<Observation> {
     return yield* end(r, out.end.phase, out.end.stopReason, { message: out.error });
   }
   if (!out.ok) {
-    const spent = failure(r);
+    // Cut off at the deadline: the budget ends the run at the top of the loop, not its failures.
+    const spent = out.errorType !== 'deadline' && failure(r);
     yield* settle(r, started, 'failed', { error: out.error, durationMs: out.durationMs });
     return spent ? yield* end(r, 'failed', 'max_failures', { message: out.error }) : AGAIN;
   }
@@ -234,7 +235,8 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
   const lost = yield* unknownWrite({ state, runs: r.runs, fence, breakerPolicy: ctx.breakerPolicy, finish: r.finish, settle: (st, status, o) => settle(r, st, status, o) }, actionStep, verdict.tool, out);
   if (lost === STOPPED) return AGAIN; // the stop is handled at the top of the loop
   if (lost !== undefined) return new Ended(lost);
-  if (!out.ok && out.aborted) {
+  // Cut off by a stop, or (a read) at the run's deadline: the top of the loop ends the run.
+  if (!out.ok && (out.aborted || out.errorType === 'deadline')) {
     const cut = yield* settle(r, actionStep, 'failed', { ...failedSettle(verdict.tool, out), durationMs: out.durationMs });
     noteSettled(state.unsure, fence.taskId, cut);
     if (isUnsure(cut)) recordAction(state, cut, true);

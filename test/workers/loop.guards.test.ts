@@ -13,6 +13,36 @@ describe('the task loop guard rails', () => {
     expect((await h.tm.getTask(claim.id)).state).toBe('failed');
   });
 
+  it("a read still running at the run's deadline is cut off there (budget_exhausted / deadline), not left to its own timeout; so is an observation", async () => {
+    const h = harness();
+    const { result, events } = await runCard(h, card({ allowed_tools: ['wait'], budget: { max_steps: 5, deadline: '300ms' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }));
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
+    const action = events.flatMap((e) => (e.type === 'step_finished' && e.step.kind === 'action' ? [e.step] : []));
+    expect(action).toHaveLength(1);
+    expect(action[0]).toMatchObject({ status: 'failed', error: expect.stringMatching(/^wait: cut off at the run's deadline after \d+ ms$/) });
+    expect(action[0]!.durationMs).toBeLessThan(60_000);
+    // Not the tool's fault: its breaker heard nothing, and it is no failure of the run's.
+    expect(await h.runs.breakers()).toEqual([]);
+    expect(result.envelope!.progress).toMatchObject({ consecutive_failures: 0 });
+
+    const observed = await runCard(h, card({ allowed_tools: ['noop', 'wait'], observe: { tool: 'wait', args: { ms: 60_000 } }, budget: { max_steps: 5, deadline: '300ms' }, script: [{ action: 'done' }] }));
+    expect(observed.result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
+    const seen = observed.events.flatMap((e) => (e.type === 'step_finished' && e.step.kind === 'observe' ? [e.step] : []));
+    expect(seen).toMatchObject([{ status: 'failed', error: expect.stringMatching(/cut off at the run's deadline/) }]);
+  });
+
+  it("the card's final_state reads, which judge the work done before the deadline, run to their own timeout across it", async () => {
+    const h = harness();
+    const { result } = await runCard(h, card({
+      allowed_tools: ['wait'],
+      budget: { max_steps: 5, deadline: '1500ms' },
+      script: [{ action: 'tool', tool: 'wait', args: { ms: 800 } }, { action: 'done' }],
+      final_state: { w: { tool: 'wait', args: { ms: 1500 } } },
+      acceptance: { checks: [{ id: 'waited', path: 'w.waited_ms', exists: true }] },
+    }));
+    expect(result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+  });
+
   it('the default step limit is 20', async () => {
     const h = harness();
     const script = Array.from({ length: 30 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `n${i}` } }));
