@@ -153,6 +153,7 @@ export const findTasksQuery = z.strictObject({
   limit: z.int().min(1).max(LIMITS.pageMax).optional(),
   afterId: z.int().nonnegative().optional(),
   visibleTo: actor.optional(),
+  summary: z.boolean().optional(),
 });
 
 /** Parses `value` or throws VALIDATION_FAILED with the first problem on one line. */

@@ -162,6 +162,11 @@ export interface FindTasksQuery {
   afterId?: number;
   /** Only tasks this actor may read (authority.ts `mayRead`); everything when unset. */
   visibleTo?: Actor;
+  /**
+   * Leave each task's card and result unread (they come back as `{}` and null): a listing
+   * that does not show them need not read, parse and copy up to 256 KiB a task.
+   */
+  summary?: boolean;
 }
 
 export interface SweepResult {

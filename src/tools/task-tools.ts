@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod/v4';
-import { type Actor, EngineError, type TaskManager, TASK_STATES, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type Task, type TaskManager, TASK_STATES, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -56,9 +56,19 @@ export const taskCreate = defineTool({
   },
 });
 
+/**
+ * A task as task_list shows it: without its card and result. Cards are up to 256 KiB: a page
+ * of 200 whole tasks was read, parsed and serialised (50 MB, ~300 ms of the worker thread its
+ * run shares with others) only to be refused for the output cap, as often as an agent asked.
+ */
+function listed(task: Task): Omit<WireTask, 'card' | 'result'> {
+  const { card: _card, result: _result, ...rest } = toWireTask(task);
+  return rest;
+}
+
 export const taskList = defineTool({
   name: 'task_list',
-  description: 'List the tasks you may read (those you created, hold or may claim): by default the pending ones you could claim and the ones assigned to you.',
+  description: 'List the tasks you may read (those you created, hold or may claim): by default the pending ones you could claim and the ones assigned to you. Each without its card and result: task_get reads one whole.',
   kind: 'read',
   args: z.strictObject({
     states: z.array(state).optional().describe('only these states'),
@@ -70,13 +80,13 @@ export const taskList = defineTool({
     const limit = a.limit ?? 50;
     if (a.states === undefined && a.mine === undefined) {
       const [pending, mine] = await Promise.all([
-        tm.findTasks({ states: ['pending'], limit, visibleTo: me(ctx) }),
-        tm.findTasks({ assignee: me(ctx).id, states: ['claimed', 'in_progress', 'waiting', 'review'], limit, visibleTo: me(ctx) }),
+        tm.findTasks({ states: ['pending'], limit, visibleTo: me(ctx), summary: true }),
+        tm.findTasks({ assignee: me(ctx).id, states: ['claimed', 'in_progress', 'waiting', 'review'], limit, visibleTo: me(ctx), summary: true }),
       ]);
-      return { pending: pending.map(toWireTask), assigned_to_you: mine.map(toWireTask) };
+      return { pending: pending.map(listed), assigned_to_you: mine.map(listed) };
     }
-    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? me(ctx).id : undefined, limit, visibleTo: me(ctx) });
-    return { tasks: tasks.map(toWireTask) };
+    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? me(ctx).id : undefined, limit, visibleTo: me(ctx), summary: true });
+    return { tasks: tasks.map(listed) };
   },
 });
 

@@ -101,6 +101,27 @@ describe('taskloop mcp', () => {
     expect(aliceSees.map((t) => t.id)).toEqual([reserved.id, held.id, open.id]);
   });
 
+  it('task_list shows each task without its card and result, so a page of big cards is neither read nor over the output cap; task_get reads one whole', async () => {
+    const tm = freshManager();
+    const server = createMcpServer({ agent: 'hoarder', manager: tm, tools: taskTools, log: () => undefined });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
+    await client.connect(clientSide);
+    onTestFinished(() => client.close());
+    const big = { goal: 'x'.repeat(10_000) };
+    await tm.createTasks(Array.from({ length: 30 }, (_, i) => ({ title: `big ${i}`, card: big })), agent('hoarder'));
+    const out = (await client.callTool({ name: 'task_list', arguments: { states: ['pending'], limit: 30 } })) as Text;
+    expect(out.isError, out.content[0]!.text.slice(0, 200)).not.toBe(true);
+    const tasks = body(out).tasks as Array<Record<string, unknown>>;
+    expect(tasks).toHaveLength(30);
+    expect(tasks[0]).toMatchObject({ title: 'big 0', state: 'pending', creator: 'hoarder' });
+    expect(tasks.filter((t) => 'card' in t || 'result' in t)).toEqual([]);
+    expect(body(await client.callTool({ name: 'task_get', arguments: { task_id: tasks[0]!.id } })).card).toEqual(big);
+    // The store's listing leaves them unread.
+    expect(await tm.findTasks({ states: ['pending'], limit: 1, summary: true })).toMatchObject([{ title: 'big 0', card: {}, result: null }]);
+  });
+
   it('an internal failure reaches the model as TOOL_FAILED without its own text; the text goes to the server’s log', async () => {
     const tm = freshManager();
     const logged: string[] = [];

@@ -16,7 +16,7 @@
  * events behind it arrive late, never out of order and never lost.
  */
 import { EngineError } from '../errors.js';
-import { type EventRow, type TaskRow, toEvent, toTask } from '../task-rows.js';
+import { type EventRow, type TaskRow, SUMMARY_COLUMNS, toEvent, toTask } from '../task-rows.js';
 import type { ReadEventsQuery } from '../store.js';
 import { TASK_STATES } from '../types.js';
 import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
@@ -143,7 +143,7 @@ export function createReads(conn: PgConnection, horizon: Horizon): PgReads {
         add("((creator = ? AND creator_role = ?) OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))", reader.id, reader.role, reader.id, reader.id);
       }
       params.push(q.limit ?? DEFAULT_PAGE);
-      const rows = await query<Row>(`SELECT * FROM tasks ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT $${params.length}`, params);
+      const rows = await query<Row>(`SELECT ${q.summary === true ? SUMMARY_COLUMNS : '*'} FROM tasks ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT $${params.length}`, params);
       return rows.map(toTask);
     },
     async readEvents(q) {

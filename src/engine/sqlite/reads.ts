@@ -6,6 +6,7 @@ import { TASK_STATES } from '../types.js';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './connection.js';
 import { type EventRow, PREV_OF, type TaskRow, toEvent, toTask } from './rows.js';
+import { SUMMARY_COLUMNS } from '../task-rows.js';
 
 export interface Reads {
   getTask(id: number, withEvents: boolean): TaskWithEvents;
@@ -116,7 +117,7 @@ export function prepareReads(db: Db): Reads {
           state !== undefined &&
           where.length > (query.afterId === undefined ? 0 : 1) &&
           smallState.get(state, query.afterId ?? 0, SMALL_STATE)! < SMALL_STATE;
-        const sql = `SELECT * FROM tasks${byState ? ' INDEXED BY tasks_by_state' : ''} ${all.length > 0 ? `WHERE ${all.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
+        const sql = `SELECT ${query.summary === true ? SUMMARY_COLUMNS : '*'} FROM tasks${byState ? ' INDEXED BY tasks_by_state' : ''} ${all.length > 0 ? `WHERE ${all.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
         return prepared(sql).all(...(state === undefined ? params : [state, ...params]), limit).map(toTask);
       };
       if (states.length === 0) return page(undefined);
