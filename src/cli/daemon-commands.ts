@@ -20,6 +20,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
     .option('--capabilities <list>', 'comma-separated capabilities the workers offer')
     .option('--queue <q>', 'queue to serve (default: default)')
     .option('--lease <duration>', 'lease of each claim, kept alive by the daemon’s heartbeat (default 30s)')
+    .option('--max-run-time <duration>', 'the longest a run started here may last, whatever its card says: its deadline is at most this long after it starts (default: the card’s own)')
     .option('--tools <module>', 'a module exporting `tools` to offer besides the built-in ones (repeatable)', collect)
     .option('--plugin <module>', 'a plugin to load in every worker (repeatable; replaces the default task_enforcer unless it is named too)', collect)
     .option('--plugin-config <file>', 'JSON object: plugin name or module → its options')
@@ -40,6 +41,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             capabilities: o.capabilities === undefined ? undefined : list(o.capabilities),
             queue: o.queue,
             leaseMs: o.lease === undefined ? undefined : duration(o.lease, '--lease'),
+            maxRunMs: o.maxRunTime === undefined ? undefined : duration(o.maxRunTime, '--max-run-time'),
             toolModules: o.tools,
             plugins: pluginSpecs(o.plugin, o.pluginConfig),
             sweepCron: o.sweep,
@@ -47,7 +49,7 @@ export function registerDaemonCommands(program: Command, run: Run): void {
             silentMs: o.deadAfter === undefined ? undefined : duration(o.deadAfter, '--dead-after'),
             log: (line) => ctx.log(line),
           };
-          checkDaemonOptions(parsed, { workers: '--workers', concurrency: '--concurrency', leaseMs: '--lease', retainMs: '--retain', silentMs: '--dead-after', queue: '--queue', agent: '--agent' });
+          checkDaemonOptions(parsed, { workers: '--workers', concurrency: '--concurrency', leaseMs: '--lease', maxRunMs: '--max-run-time', retainMs: '--retain', silentMs: '--dead-after', queue: '--queue', agent: '--agent' });
           return {
             graceMs: o.grace === undefined ? 10_000 : duration(o.grace, '--grace'),
             httpPort: o.http === undefined ? undefined : portArg(o.http, '--http'),

@@ -47,6 +47,13 @@ export function budgetOfTask(rawCard: unknown, startedAt: number): Budget {
   } as TaskCard, startedAt);
 }
 
+/** The budget with its deadline at most `maxRunMs` after `startedAt` (a daemon's cap on every run it starts). */
+export function capRun(budget: Budget, startedAt: number, maxRunMs: number | undefined): Budget {
+  if (maxRunMs === undefined) return budget;
+  const cap = startedAt + maxRunMs;
+  return budget.deadlineAt !== null && budget.deadlineAt <= cap ? budget : { ...budget, deadlineAt: cap };
+}
+
 /** The stop reason of the first exhausted limit, or null while the run may go on. */
 export function exhausted(budget: Budget, usage: Usage, now: number): string | null {
   if (usage.steps >= budget.maxSteps) return 'max_steps';

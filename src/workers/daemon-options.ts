@@ -22,6 +22,13 @@ export interface DaemonOptions {
   queue?: string;
   /** @defaultValue 30000 */
   leaseMs?: number;
+  /**
+   * The longest a run may last, whatever its card says: a run started here gets a deadline at
+   * most this long after its start (the earlier of this and the card's own), fixed on the run
+   * like every budget. How long a run holds a seat is otherwise the card's author's choice,
+   * and an agent may write cards. As River's JobTimeout. @defaultValue no cap
+   */
+  maxRunMs?: number;
   toolModules?: string[];
   /** Plugins loaded in every worker thread. @defaultValue [task_enforcer] */
   plugins?: Array<{ module: string; options?: Record<string, unknown> }>;
@@ -73,6 +80,7 @@ export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<ke
   whole('workers', 1, MAX_THREADS);
   whole('concurrency', 1, MAX_CONCURRENCY);
   whole('leaseMs', 100, forever, ' ms');
+  whole('maxRunMs', 1, forever, ' ms');
   whole('sweepGraceMs', 0, forever, ' ms');
   whole('retainMs', 1, forever, ' ms');
   whole('deadCheckMs', 10, forever, ' ms');

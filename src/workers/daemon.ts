@@ -114,6 +114,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
     writeLock,
     breaker: { ...DEFAULT_BREAKER, ...opts.breaker },
     claim: { agent, capabilities, queue, leaseMs },
+    ...(opts.maxRunMs === undefined ? {} : { maxRunMs: opts.maxRunMs }),
     perThread,
     concurrency,
     seats: createSeats(threads),

@@ -25,6 +25,8 @@ export interface WorkerConfig {
   plugins: Array<{ module: string; options?: Record<string, unknown> }>;
   /** What every thread claims as. */
   claim: { agent: string; capabilities: string[]; queue: string; leaseMs: number };
+  /** The longest a run started here may last (DaemonOptions.maxRunMs); none when unset. */
+  maxRunMs?: number;
   /** Runs in flight: at most `perThread` on one thread and `concurrency` in the daemon. */
   perThread: number;
   concurrency: number;

@@ -19,7 +19,7 @@
  */
 import type { MessagePort } from 'node:worker_threads';
 import { type ClaimedRun, type RunStore, type TaskStore, DEFAULT_QUEUE, FATAL_FAULTS, faultReporter, isEngineError, storeError, describeError } from '../engine/index.js';
-import { budgetOfTask } from './budget.js';
+import { budgetOfTask, capRun } from './budget.js';
 import { startClaimer } from './claimer.js';
 import { type RunEnding, type ServeReply, type ThreadNote, type WorkerConfig, EXCLUSIVE_CAPABILITIES } from './protocol.js';
 import type { Runner } from './runner.js';
@@ -156,7 +156,7 @@ export async function serve(ctx: ServeContext): Promise<ServeReply> {
       let claimed: ClaimedRun | null;
       try {
         // A daemon runs cards: a task without one is left for an agent to claim.
-        claimed = await runs.claimRun({ agent, capabilities: token ? capabilities : shared, queue, leaseMs, workerId: slot, withCard: true }, (t, now) => budgetOfTask(t.card, now), { look: !likely });
+        claimed = await runs.claimRun({ agent, capabilities: token ? capabilities : shared, queue, leaseMs, workerId: slot, withCard: true }, (t, now) => capRun(budgetOfTask(t.card, now), now, config.maxRunMs), { look: !likely });
       } catch (err) {
         freeSeat(seats, thread);
         if (token) freeToken(seats, thread);
