@@ -23,7 +23,9 @@ export const wait = defineTool({
   name: 'wait',
   description: 'Waits the given number of milliseconds (stops early when the run is stopped).',
   kind: 'read',
-  timeoutMs: 600_000,
+  // Above its longest wait: a wait asked for in full is no timeout of the tool's, which the
+  // breaker every run shares would count (an agent could open it for everyone).
+  timeoutMs: 605_000,
   args: z.object({ ms: z.int().min(0).max(600_000) }),
   execute: async ({ ms }, ctx) => {
     await sleep(ms, undefined, { signal: ctx.signal });

@@ -39,11 +39,11 @@ export type CardReadOutcome = ExecOutcome & { end?: { phase: 'failed' | 'budget_
 export interface RunCalls {
   /** Runs a tool with arguments the gate admitted (they pass the tool's schema once more). */
   /**
-   * A read is cut off at the run's deadline (errorType `deadline`), unless `bound` is 'tool'
-   * (the card's final_state reads, which judge work done before it); a write started before
-   * the deadline runs to its own timeout (cutting it would leave its outcome unknown).
+   * A read is cut off at `cutAt` (ms since the epoch, the run's clock; by default the run's
+   * deadline, null: none) with errorType `deadline`; a write started before the deadline runs
+   * to its own timeout (cutting it would leave its outcome unknown).
    */
-  exec(tool: string, args: Record<string, unknown>, key: string, bound?: 'deadline' | 'tool'): Promise<ExecOutcome>;
+  exec(tool: string, args: Record<string, unknown>, key: string, cutAt?: number | null): Promise<ExecOutcome>;
   /**
    * The gate for a planner's call (`of: 'planner'`, narrowed by the plan), the card's own read
    * (`'card'`), or a begun call the resume carries on under its key (`'continued'`: planner's
@@ -51,7 +51,7 @@ export interface RunCalls {
    */
   gate(tool: string, rawArgs: unknown, approval?: Approval, of?: 'planner' | 'card' | 'continued'): Promise<GateVerdict>;
   /** A card's own read (observe, final_state): gated, executed, and recorded on its breaker. */
-  cardRead(tool: string, args: Record<string, unknown>, bound?: 'deadline' | 'tool'): Promise<CardReadOutcome>;
+  cardRead(tool: string, args: Record<string, unknown>, cutAt?: number | null): Promise<CardReadOutcome>;
   /** The planner said done: acceptance over the final state decides how the run ends. */
   accept(): ReturnType<Finish>;
 }
@@ -79,6 +79,9 @@ async function inWriteTurn<T>(lookThenStart: () => Promise<{ started: Promise<T>
   }
 }
 
+/** How long past its run's deadline the card's final_state reads may run, at most (see accept). */
+export const ACCEPT_GRACE_MS = 30_000;
+
 export function createRunCalls(s: RunCallsScope): RunCalls {
   const { ctx, card, run, fence, state, hooks, signal, finish, trace } = s;
   // The task tools act for the card's author, not for the runner that holds the claim: an
@@ -86,7 +89,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
   // as the runner (its author trusted it with the runner's rights).
   const actingFor: Actor = ctx.task.creatorRole === 'operator' || ctx.task.creatorRole === 'system' ? asAgent(fence.agent) : { id: ctx.task.creator, role: ctx.task.creatorRole };
 
-  const exec: RunCalls['exec'] = async (toolName, args, key, bound = 'deadline') => {
+  const exec: RunCalls['exec'] = async (toolName, args, key, cutAt = run.budget.deadlineAt) => {
     const tool = ctx.tools.get(toolName)!;
     const span = trace.toolCall(tool, key);
     const out = await span.run(async (): Promise<ExecOutcome> => {
@@ -97,8 +100,7 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
         return { ok: false, error: err instanceof Error ? err.message : String(err), durationMs: 0, aborted: false, errorType: 'invalid_args' };
       }
       const call = (cutAfterMs?: number) => executeTool(tool, parsed, { taskId: fence.taskId, runId: run.id, agent: fence.agent, actor: actingFor, idempotencyKey: key, services: ctx.services }, signal, cutAfterMs);
-      const { deadlineAt } = run.budget;
-      if (tool.kind === 'read') return call(bound === 'deadline' && deadlineAt !== null ? deadlineAt - ctx.now() : undefined);
+      if (tool.kind === 'read') return call(cutAt === null ? undefined : cutAt - ctx.now());
       return inWriteTurn(async () => {
         await s.recheckControl();
         return { started: call() };
@@ -129,22 +131,27 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
 
   // A breaker that is open or a tool_before hook that refuses stops the card's reads as it
   // stops the planner's calls.
-  const cardRead: RunCalls['cardRead'] = async (toolName, args, bound = 'deadline') => {
+  const cardRead: RunCalls['cardRead'] = async (toolName, args, cutAt) => {
     const verdict = await gateCall(toolName, args, undefined, 'card');
     if (verdict.kind === 'refuse') return { ok: false, error: verdict.reason, durationMs: 0, aborted: false, ...(verdict.end === undefined ? {} : { end: verdict.end }) };
     if (verdict.kind === 'park') return { ok: false, error: `${toolName} needs a person's approval, which a card's own read cannot wait for`, durationMs: 0, aborted: false };
-    const out = await exec(verdict.tool.name, verdict.args, randomUUID(), bound);
+    const out = await exec(verdict.tool.name, verdict.args, randomUUID(), cutAt);
     await recordOnBreaker(ctx.runs, verdict.tool.name, out, ctx.breakerPolicy, fence.taskId);
     return out;
   };
 
   const accept: RunCalls['accept'] = async () => {
+    // The card's final_state reads judge the work done by the deadline, so they may run past
+    // it: by as long again as the run had, at most ACCEPT_GRACE_MS, all of them together (a
+    // card may list thousands), and the ones still running then are cut off (unreachable).
+    const { deadlineAt } = run.budget;
+    const until = deadlineAt === null ? null : Math.max(deadlineAt, ctx.now()) + Math.min(ACCEPT_GRACE_MS, Math.max(0, deadlineAt - run.startedAt));
     const report = await runAcceptance({
       card,
       tools: ctx.tools,
       usedTools: state.trace.usedTools,
       allowCommands: mayUseCardPowers(ctx.task.creatorRole),
-      read: (tool, args) => cardRead(tool, args, 'tool'),
+      read: (tool, args) => cardRead(tool, args, until),
       signal,
     });
     // A run that had to skip a high-risk call (its approval expired, the card says degrade)

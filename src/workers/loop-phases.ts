@@ -104,9 +104,11 @@ export async function* observe(r: RunScope): Phase<Observation> {
     return yield* end(r, out.end.phase, out.end.stopReason, { message: out.error });
   }
   if (!out.ok) {
-    // Cut off at the deadline: the budget ends the run at the top of the loop, not its failures.
-    const spent = out.errorType !== 'deadline' && failure(r);
+    // Cut off at the deadline: the budget ends the run, not its failures.
+    const cut = out.errorType === 'deadline';
+    const spent = !cut && failure(r);
     yield* settle(r, started, 'failed', { error: out.error, durationMs: out.durationMs });
+    if (cut) return yield* end(r, 'budget_exhausted', 'deadline');
     return spent ? yield* end(r, 'failed', 'max_failures', { message: out.error }) : AGAIN;
   }
   // max_failures counts consecutive failed observations, decisions and actions; only a
@@ -235,12 +237,15 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
   const lost = yield* unknownWrite({ state, runs: r.runs, fence, breakerPolicy: ctx.breakerPolicy, finish: r.finish, settle: (st, status, o) => settle(r, st, status, o) }, actionStep, verdict.tool, out);
   if (lost === STOPPED) return AGAIN; // the stop is handled at the top of the loop
   if (lost !== undefined) return new Ended(lost);
-  // Cut off by a stop, or (a read) at the run's deadline: the top of the loop ends the run.
+  // Cut off by a stop (handled at the top of the loop), or (a read) at the run's deadline,
+  // which ends the run here: the cut's timer may fire a millisecond before the clock the top
+  // of the loop reads has reached the deadline.
   if (!out.ok && (out.aborted || out.errorType === 'deadline')) {
     const cut = yield* settle(r, actionStep, 'failed', { ...failedSettle(verdict.tool, out), durationMs: out.durationMs });
     noteSettled(state.unsure, fence.taskId, cut);
     if (isUnsure(cut)) recordAction(state, cut, true);
-    return AGAIN; // the stop is handled at the top of the loop
+    if (out.aborted) return AGAIN;
+    return yield* end(r, 'budget_exhausted', 'deadline');
   }
   await recordOnBreaker(r.runs, verdict.tool.name, out, ctx.breakerPolicy, fence.taskId);
   let spent = false;

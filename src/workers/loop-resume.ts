@@ -247,7 +247,8 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       const lost = yield* unknownWrite(s, parked, tool, out);
       if (lost === STOPPED) continue;
       if (lost !== undefined) return lost;
-      const cut = !out.ok && out.aborted;
+      // Cut off by a stop or at the deadline (the top of the loop ends the run): no failure of the run's.
+      const cut = !out.ok && (out.aborted || out.errorType === 'deadline');
       await recordOnBreaker(s.runs, tool.name, out, s.breakerPolicy, s.fence.taskId);
       // (A call cut off by a stop is no failure of the tool's, as in the loop's own calls.)
       if (out.ok) s.state.usage.consecutiveFailures = 0;

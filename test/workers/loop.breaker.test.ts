@@ -3,6 +3,7 @@ import { createSqliteRunStore, createSqliteStore } from '../../src/engine/index.
 import { CLEAN_FOR_MS } from '../../src/engine/sqlite/breakers.js';
 import { POLICY, card, harness, runCard } from './harness.js';
 import { ticketStoreFor } from '../../src/tools/tickets.js';
+import { builtInTools } from '../../src/tools/builtin.js';
 import { fakeClock, tempDir } from '../helpers.js';
 import { onTestFinished, vi } from 'vitest';
 
@@ -40,6 +41,13 @@ describe('the tool circuit breaker', () => {
     const other = h.other();
     const victim = await runCard({ ...h, runs: other.runs, tm: other.tm }, card({ allowed_tools: ['get_ticket'], script: [{ action: 'tool', tool: 'get_ticket', args: { ticket_id: 'T-1024' } }, { action: 'done' }] }));
     expect(victim.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+  });
+
+  it('a wait asked for in full is no timeout of the tool: its own timeout is above its longest wait', async () => {
+    const wait = builtInTools().find((t) => t.name === 'wait')!;
+    expect(wait.parse({ ms: 600_000 })).toEqual({ ms: 600_000 });
+    expect(() => wait.parse({ ms: 600_001 })).toThrow();
+    expect(wait.timeoutMs).toBeGreaterThan(600_000);
   });
 
   it('half-opens after the cooldown with exactly one probe across all connections; success closes it', async () => {

@@ -31,16 +31,38 @@ describe('the task loop guard rails', () => {
     expect(seen).toMatchObject([{ status: 'failed', error: expect.stringMatching(/cut off at the run's deadline/) }]);
   });
 
-  it("the card's final_state reads, which judge the work done before the deadline, run to their own timeout across it", async () => {
+  it("a read cut at its deadline ends the run there, even when the cut's timer fires before the run's clock reads the deadline", async () => {
     const h = harness();
-    const { result } = await runCard(h, card({
+    // A clock that runs 20% slow: when the cut fires, the run's clock has not reached the deadline yet.
+    const t0 = Date.now();
+    const slow = () => t0 + Math.floor((Date.now() - t0) * 0.8);
+    const { result, events } = await runCard(h, card({ allowed_tools: ['wait'], budget: { max_steps: 5, deadline: '300ms' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }), { now: slow });
+    expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
+    expect(events.filter((e) => e.type === 'step_finished' && e.step.kind === 'decide')).toHaveLength(1);
+  });
+
+  it("the card's final_state reads may run past the deadline, by as long again as the run had (at most 30 s) all together, and no longer", async () => {
+    const h = harness();
+    const across = await runCard(h, card({
       allowed_tools: ['wait'],
       budget: { max_steps: 5, deadline: '1500ms' },
       script: [{ action: 'tool', tool: 'wait', args: { ms: 800 } }, { action: 'done' }],
       final_state: { w: { tool: 'wait', args: { ms: 1500 } } },
       acceptance: { checks: [{ id: 'waited', path: 'w.waited_ms', exists: true }] },
     }));
-    expect(result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+    expect(across.result).toMatchObject({ phase: 'completed', stopReason: 'accepted' });
+
+    // Three reads of a minute each after a 300 ms deadline: cut off together 300 ms past it.
+    const long = Object.fromEntries([1, 2, 3].map((n) => [`w${n}`, { tool: 'wait', args: { ms: 60_000 + n } }]));
+    const cut = await runCard(h, card({
+      allowed_tools: ['wait'],
+      budget: { max_steps: 5, deadline: '300ms' },
+      script: [{ action: 'done' }],
+      final_state: long,
+      acceptance: { checks: [1, 2, 3].map((n) => ({ id: `w${n}`, path: `w${n}.waited_ms`, exists: true })) },
+    }));
+    expect(cut.result.phase).toBe('failed');
+    expect(JSON.stringify(cut.result.envelope)).toMatch(/cut off at the run's deadline/);
   });
 
   it('the default step limit is 20', async () => {
