@@ -232,18 +232,19 @@ describe('taskloop daemon', () => {
 
   it('--max-run-time caps every run it starts: a card with no deadline (or a later one) ends budget_exhausted / deadline at the cap, its read cut there', async () => {
     const tm = freshManager();
-    const d = await startDaemonProcess(tm.path, ['--max-run-time', '1s']);
+    // Deadlines long enough that a cold daemon under load starts each run's wait before them.
+    const d = await startDaemonProcess(tm.path, ['--max-run-time', '3s']);
     const waits = (budget: Record<string, unknown>) => daemonCard({ allowed_tools: ['wait'], budget, script: [{ action: 'tool', tool: 'wait', args: { ms: 120_000 } }, { action: 'done' }] });
     const ids: number[] = [];
     for (const budget of [{ max_steps: 10 }, { max_steps: 10, deadline: '1h' }]) ids.push((await tm.createTask({ title: 'long', card: waits(budget) }, operator)).task.id);
-    const { task: quick } = await tm.createTask({ title: 'quick', card: daemonCard({ allowed_tools: ['wait'], budget: { max_steps: 10, deadline: '300ms' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 120_000 } }, { action: 'done' }] }) }, operator);
+    const { task: quick } = await tm.createTask({ title: 'quick', card: daemonCard({ allowed_tools: ['wait'], budget: { max_steps: 10, deadline: '1500ms' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 120_000 } }, { action: 'done' }] }) }, operator);
     await waitFor(async () => (await tm.findTasks({ states: ['failed'] })).length === 3, 30_000, 'the three runs to end');
     const runs = createSqliteRunStore(tm.store as SqliteTaskStore);
     for (const id of [...ids, quick.id]) {
       const [run] = await runs.runsOf(id);
       expect(run, `task ${id}`).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
       // Fixed on the run: the cap, or the card's own deadline where it is earlier.
-      expect(run!.budget.deadlineAt! - run!.startedAt, `task ${id}`).toBe(id === quick.id ? 300 : 1000);
+      expect(run!.budget.deadlineAt! - run!.startedAt, `task ${id}`).toBe(id === quick.id ? 1500 : 3000);
       const action = (await runs.getRun(run!.id)).steps.find((st) => st.kind === 'action');
       expect(action, `task ${id}`).toMatchObject({ tool: 'wait', status: 'failed', error: expect.stringMatching(/cut off at the run's deadline/) });
     }

@@ -131,7 +131,7 @@ describe('stop and pause from another process', () => {
     const h = harness();
     const other = h.other();
     const reads = Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `r${i}` } }));
-    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 500, deadline: '400ms' }, script: [...reads, { action: 'done' }] }));
+    const claim = await claimWith(h, card({ allowed_tools: ['echo'], budget: { max_steps: 500, deadline: '1s' }, script: [...reads, { action: 'done' }] }));
     const { result, events } = await drive(loopContext(h, claim), async (e, all) => {
       if (e.type === 'step_finished' && e.step.kind === 'action' && all.filter((x) => x.type === 'run_paused').length === 0) {
         await other.runs.setControl({ target: [claim.id], state: 'paused', actor: { id: 'operator', role: 'operator' } });

@@ -15,7 +15,7 @@ describe('the task loop guard rails', () => {
 
   it("a read still running at the run's deadline is cut off there (budget_exhausted / deadline), not left to its own timeout; so is an observation", async () => {
     const h = harness();
-    const { result, events } = await runCard(h, card({ allowed_tools: ['wait'], budget: { max_steps: 5, deadline: '300ms' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }));
+    const { result, events } = await runCard(h, card({ allowed_tools: ['wait'], budget: { max_steps: 5, deadline: '1s' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }));
     expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
     const action = events.flatMap((e) => (e.type === 'step_finished' && e.step.kind === 'action' ? [e.step] : []));
     expect(action).toHaveLength(1);
@@ -25,7 +25,7 @@ describe('the task loop guard rails', () => {
     expect(await h.runs.breakers()).toEqual([]);
     expect(result.envelope!.progress).toMatchObject({ consecutive_failures: 0 });
 
-    const observed = await runCard(h, card({ allowed_tools: ['noop', 'wait'], observe: { tool: 'wait', args: { ms: 60_000 } }, budget: { max_steps: 5, deadline: '300ms' }, script: [{ action: 'done' }] }));
+    const observed = await runCard(h, card({ allowed_tools: ['noop', 'wait'], observe: { tool: 'wait', args: { ms: 60_000 } }, budget: { max_steps: 5, deadline: '1s' }, script: [{ action: 'done' }] }));
     expect(observed.result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
     const seen = observed.events.flatMap((e) => (e.type === 'step_finished' && e.step.kind === 'observe' ? [e.step] : []));
     expect(seen).toMatchObject([{ status: 'failed', error: expect.stringMatching(/cut off at the run's deadline/) }]);
@@ -36,7 +36,7 @@ describe('the task loop guard rails', () => {
     // A clock that runs 20% slow: when the cut fires, the run's clock has not reached the deadline yet.
     const t0 = Date.now();
     const slow = () => t0 + Math.floor((Date.now() - t0) * 0.8);
-    const { result, events } = await runCard(h, card({ allowed_tools: ['wait'], budget: { max_steps: 5, deadline: '300ms' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }), { now: slow });
+    const { result, events } = await runCard(h, card({ allowed_tools: ['wait'], budget: { max_steps: 5, deadline: '1s' }, script: [{ action: 'tool', tool: 'wait', args: { ms: 60_000 } }, { action: 'done' }] }), { now: slow });
     expect(result).toMatchObject({ phase: 'budget_exhausted', stopReason: 'deadline' });
     expect(events.filter((e) => e.type === 'step_finished' && e.step.kind === 'decide')).toHaveLength(1);
   });
