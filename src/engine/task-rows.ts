@@ -49,10 +49,14 @@ export interface EventRow {
   created_at: number;
 }
 
-/** A task row's columns for a listing (FindTasksQuery.summary): the card read as `{}`, the result as null. Both stores. */
-export const SUMMARY_COLUMNS =
-  'id, title, state, priority, creator, creator_role, assignee, claim_token, worker_id, attempts, max_attempts, queue, for_agent, ' +
-  "requires, depends_on, idempotency_key, run_after, unmet_deps, lease_ms, lease_expires_at, stale_since, created_at, updated_at, '{}' AS card, NULL AS result, last_event_id";
+/** The columns of TaskRow, in order (SQLite's raw-mode statements map them by position). */
+export const TASK_COLUMNS =
+  'id, title, state, priority, creator, assignee, claim_token, worker_id, attempts, max_attempts, queue, for_agent, ' +
+  'requires, depends_on, idempotency_key, run_after, unmet_deps, lease_ms, lease_expires_at, stale_since, created_at, ' +
+  'updated_at, card, result, creator_role, last_event_id';
+
+/** The same for a listing (FindTasksQuery.summary): the card read as `{}`, the result as null. Both stores. */
+export const SUMMARY_COLUMNS = TASK_COLUMNS.replace('card, result', "'{}' AS card, NULL AS result");
 
 export function toTask(row: TaskRow): Task {
   return {

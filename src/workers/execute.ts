@@ -71,17 +71,19 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
   }
 }
 
+/** A read cut off at its run's deadline (executeTool's `cutAfterMs`): the budget ends the run; no failure of the tool's or the run's. */
+export const cutAtDeadline = (out: ExecOutcome): boolean => !out.ok && out.errorType === 'deadline';
+
 /**
- * Failures that say nothing about a tool's health: the call was cut off by a stop or its run's
- * deadline, never made
- * (its arguments failed their schema), or refused for what the caller asked (an id that names
- * nothing, a value out of range, a move it may not make, an output too big or deep for what
- * it asked). The tool's breaker is shared by every run on the database, so an agent that could
+ * Failures that say nothing about a tool's health: the call was cut off by a stop (`aborted`)
+ * or its run's deadline, never made (its arguments failed their schema), or refused for what
+ * the caller asked (an id that names nothing, a value out of range, a move it may not make, an
+ * output too big or deep for what it asked). The tool's breaker is shared by every run on the database, so an agent that could
  * count these could switch a tool off for everyone by asking for things that do not exist.
  * A tool says "your arguments" by throwing an EngineError with one of these codes.
  */
 const CALLERS_OWN: ReadonlySet<string> = new Set<ErrorCode | string>([
-  'aborted', 'not_called', 'invalid_args', 'output_too_large', 'output_too_deep', 'deadline',
+  'invalid_args', 'output_too_large', 'output_too_deep', 'deadline',
   'VALIDATION_FAILED', 'TASK_NOT_FOUND', 'RUN_NOT_FOUND', 'APPROVAL_NOT_FOUND', 'FORBIDDEN',
   'INVALID_TRANSITION', 'STALE_CLAIM', 'DEPENDENCY_CYCLE', 'RESERVED_NAME',
 ]);

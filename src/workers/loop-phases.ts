@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { type Step, type StepKind, isEngineError, parseDuration } from '../engine/index.js';
 import { clip, printable } from '../engine/text.js';
 import { splitImage } from './images.js';
-import { recordOnBreaker } from './execute.js';
+import { cutAtDeadline, recordOnBreaker } from './execute.js';
 import { type Decision, type Observation, PlannerError, tokenCount } from './planner.js';
 import { planView, replan } from './plan.js';
 import { recordAction, summaryOf } from './loop-state.js';
@@ -104,8 +104,7 @@ export async function* observe(r: RunScope): Phase<Observation> {
     return yield* end(r, out.end.phase, out.end.stopReason, { message: out.error });
   }
   if (!out.ok) {
-    // Cut off at the deadline: the budget ends the run, not its failures.
-    const cut = out.errorType === 'deadline';
+    const cut = cutAtDeadline(out);
     const spent = !cut && failure(r);
     yield* settle(r, started, 'failed', { error: out.error, durationMs: out.durationMs });
     if (cut) return yield* end(r, 'budget_exhausted', 'deadline');
@@ -240,7 +239,7 @@ export async function* act(r: RunScope, decision: Extract<Decision, { action: 't
   // Cut off by a stop (handled at the top of the loop), or (a read) at the run's deadline,
   // which ends the run here: the cut's timer may fire a millisecond before the clock the top
   // of the loop reads has reached the deadline.
-  if (!out.ok && (out.aborted || out.errorType === 'deadline')) {
+  if (!out.ok && (out.aborted || cutAtDeadline(out))) {
     const cut = yield* settle(r, actionStep, 'failed', { ...failedSettle(verdict.tool, out), durationMs: out.durationMs });
     noteSettled(state.unsure, fence.taskId, cut);
     if (isUnsure(cut)) recordAction(state, cut, true);

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import type { Approval, BreakerPolicy, Fence, FinalPhase, RunStore, Step, TaskCard } from '../engine/index.js';
 import type { Tool, ToolRegistry } from '../tools/registry.js';
 import type { AcceptanceReport } from './acceptance.js';
-import { type ExecOutcome, recordOnBreaker } from './execute.js';
+import { type ExecOutcome, cutAtDeadline, recordOnBreaker } from './execute.js';
 import type { GateVerdict } from './gate.js';
 import { DEGRADED, type LoopState, recordAction } from './loop-state.js';
 import type { RunResult, TaskLoopEvent } from './loop.js';
@@ -248,7 +248,7 @@ export async function* resumeParked(s: ResumeScope, steps: Step[]): AsyncGenerat
       if (lost === STOPPED) continue;
       if (lost !== undefined) return lost;
       // Cut off by a stop or at the deadline (the top of the loop ends the run): no failure of the run's.
-      const cut = !out.ok && (out.aborted || out.errorType === 'deadline');
+      const cut = !out.ok && (out.aborted || cutAtDeadline(out));
       await recordOnBreaker(s.runs, tool.name, out, s.breakerPolicy, s.fence.taskId);
       // (A call cut off by a stop is no failure of the tool's, as in the loop's own calls.)
       if (out.ok) s.state.usage.consecutiveFailures = 0;

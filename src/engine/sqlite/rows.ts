@@ -2,19 +2,14 @@
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './connection.js';
 import type { Actor, ActorRole, TaskEvent, TaskState } from '../types.js';
-import type { TaskRow } from '../task-rows.js';
-
-export { type EventRow, type TaskRow, toEvent, toTask } from '../task-rows.js';
+import { TASK_COLUMNS, type TaskRow } from '../task-rows.js';
 
 /**
- * The columns of TaskRow in order. Hot-path statements select (or return) exactly these in
- * raw mode and build the row with `rowOf`: an array plus one object literal is several times
- * cheaper than better-sqlite3 building a 24-key object by name.
+ * Hot-path statements select (or return) exactly TASK_COLUMNS in raw mode and build the row
+ * with `rowOf`: an array plus one object literal is several times cheaper than better-sqlite3
+ * building a 24-key object by name.
  */
-export const TASK_COLUMNS =
-  'id, title, state, priority, creator, assignee, claim_token, worker_id, attempts, max_attempts, queue, for_agent, ' +
-  'requires, depends_on, idempotency_key, run_after, unmet_deps, lease_ms, lease_expires_at, stale_since, created_at, ' +
-  'updated_at, card, result, creator_role, last_event_id';
+export { type EventRow, type TaskRow, TASK_COLUMNS, toEvent, toTask } from '../task-rows.js';
 
 export const TASK_COLUMN_COUNT = TASK_COLUMNS.split(",").length;
 
