@@ -95,6 +95,25 @@ export function maySeeRuns(actor: Actor, task: AuthoritySubject): boolean {
 }
 
 /**
+ * The highest priority an agent may give a task it creates. Claims take the highest priority
+ * first, so a priority ranks the task against everyone else's work: an agent that could give
+ * its tasks 1,000,000 would put them ahead of every operator's task in every daemon's queue,
+ * and with enough of them hold every seat. So an agent's task ranks at most with a task
+ * created at the default (0) — first come, first served among those — and the agent orders
+ * its own below that (-1, -2, …). Operators, reviewers and the system may use the whole
+ * range: an operator's urgent task (priority 1 or more) runs before any agent's.
+ */
+export const AGENT_MAX_PRIORITY = 0;
+
+/** Whether `creator` may create a task at `priority` (AGENT_MAX_PRIORITY). */
+export function mayUsePriority(priority: number, creator: Actor): MoveVerdict {
+  if (creator.role !== 'agent' || priority <= AGENT_MAX_PRIORITY) return ok;
+  return forbidden(
+    `priority ${priority}: an agent's task may rank at most ${AGENT_MAX_PRIORITY} (the default), so that no agent's work goes ahead of an operator's; order your own tasks below it (agent ${creator.id})`,
+  );
+}
+
+/**
  * Card fields that run a program or widen what a run may touch. Honoured only on a card an
  * operator wrote: refused at creation for anyone else, and again when the run starts
  * (defence in depth: a task written past TaskManager, or before this rule, is not trusted).

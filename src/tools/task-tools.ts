@@ -31,7 +31,7 @@ export const taskCreate = defineTool({
   args: z.strictObject({
     title: z.string().min(1).max(500).describe('what the task is'),
     card: z.record(z.string(), z.unknown()).optional().describe('the task card (goal, allowed_tools, acceptance, budget …)'),
-    priority: z.int().optional().describe('higher runs first; default 0'),
+    priority: z.int().optional().describe('higher runs first; default 0, which is also the highest an agent may give'),
     depends_on: z.array(taskId).optional().describe('tasks that must complete first'),
     idempotency_key: z.string().min(1).max(100).optional().describe('the same key returns the same task'),
     queue: z.string().optional(),
