@@ -7,7 +7,7 @@
 // The store: open a file, then tasks through the TaskManager, runs through the RunStore.
 export { openStore, type OpenStoreOptions, type TaskloopStore } from './engine/open-store.js';
 export { createTaskManager, type TaskManager, type TaskManagerOptions } from './engine/task-manager.js';
-export type { TaskStore, StoreInfo, WriteOutcome, ReadEventsQuery, SweepOptions } from './engine/store.js';
+export type { TaskStore, StoreInfo, WriteOutcome, ReadEventsQuery, EventWindow, SweepOptions } from './engine/store.js';
 export type * from './engine/run-store.js';
 export type * from './engine/schedules.js';
 export type * from './engine/approvals.js';

@@ -10,7 +10,7 @@ export * from './tail.js';
 export * from './durations.js';
 export { LIMITS } from './schemas.js';
 export * from './json-depth.js';
-export type { TaskStore, StoreInfo, WriteOutcome, ReadEventsQuery, SweepOptions } from './store.js';
+export type { TaskStore, StoreInfo, WriteOutcome, ReadEventsQuery, EventWindow, SweepOptions } from './store.js';
 export { createTaskManager, type TaskManager, type TaskManagerOptions } from './task-manager.js';
 /** @internal The SQLite adapter: its declarations carry better-sqlite3's types (see openStore for the public way in). */
 export { createSqliteStore, type SqliteStoreOptions, type SqliteTaskStore } from './sqlite/task-store.js';

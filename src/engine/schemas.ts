@@ -45,6 +45,11 @@ export const name = z
   .refine(wellFormed, NOT_WELL_FORMED);
 export const token = z.string().regex(/^[A-Za-z0-9_.:-]{1,64}$/, 'letters, digits and _ . : - only, at most 64');
 export const taskId = z.int('must be an integer task id').positive('must be a positive task id').max(Number.MAX_SAFE_INTEGER);
+/** getTask's window on a task's events (store.ts EventWindow). */
+export const eventWindow = z.strictObject({
+  last: z.int('must be an integer').min(1).max(LIMITS.pageMax),
+  beforeId: z.int('must be an integer event id').positive('must be a positive event id').max(Number.MAX_SAFE_INTEGER).optional(),
+});
 
 function byteLength(value: unknown): number {
   return Buffer.byteLength(JSON.stringify(value) ?? '', 'utf8');

@@ -38,6 +38,16 @@ export interface ReadEventsQuery {
   limit?: number;
 }
 
+/**
+ * Which of a task's events getTask reads with it: the newest `last` of those with an id below
+ * `beforeId` (all of them without it), in id order. A window, so that a reader of a task with
+ * a long history (a run of hundreds of steps) reads a page of it and not the whole log.
+ */
+export interface EventWindow {
+  last: number;
+  beforeId?: number;
+}
+
 export interface SweepOptions {
   /** A lease must have been seen expired at least this long before its task is reclaimed. */
   graceMs: number;
@@ -90,7 +100,8 @@ export interface TaskStore {
   /** Two-phase stale sweep: marks expired leases, reclaims those marked for at least graceMs. */
   sweep(opts: SweepOptions): Promise<WriteOutcome<SweepResult>>;
 
-  getTask(id: number, withEvents: boolean): Promise<TaskWithEvents>;
+  /** `withEvents`: all of the task's events, none, or a window of them. */
+  getTask(id: number, withEvents: boolean | EventWindow): Promise<TaskWithEvents>;
   findTasks(query: FindTasksQuery): Promise<Task[]>;
   readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
   stats(): Promise<TaskStats>;

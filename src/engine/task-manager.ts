@@ -9,7 +9,7 @@ import { eventsForReader } from './reader-view.js';
 import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
 import * as S from './schemas.js';
-import type { TaskStore } from './store.js';
+import type { EventWindow, TaskStore } from './store.js';
 import { type FollowOptions, createFollowHub } from './tail.js';
 import type {
   Actor,
@@ -39,8 +39,11 @@ export interface TaskManager {
   heartbeat(input: HeartbeatInput): Promise<{ leaseExpiresAt: number }>;
   transitionTask(input: TransitionInput): Promise<Task>;
   cancelTask(input: { taskId: number; actor: Actor; reason?: string }): Promise<Task>;
-  /** One task with its events; with `as`, refused FORBIDDEN unless that actor may read it (authority.ts). */
-  getTask(id: number, opts?: { as?: Actor }): Promise<TaskWithEvents>;
+  /**
+   * One task with its events (all of them, or the window `events` names); with `as`, refused
+   * FORBIDDEN unless that actor may read it (authority.ts).
+   */
+  getTask(id: number, opts?: { as?: Actor; events?: EventWindow }): Promise<TaskWithEvents>;
   findTasks(query?: FindTasksQuery): Promise<Task[]>;
   sweep(opts?: { graceMs?: number }): Promise<SweepResult>;
   stats(): Promise<TaskStats>;
@@ -132,7 +135,7 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
       return publish(await store.transition(parsed));
     },
     async getTask(id, o = {}) {
-      const task = await store.getTask(S.parse(S.taskId, id, 'task id'), true);
+      const task = await store.getTask(S.parse(S.taskId, id, 'task id'), o.events === undefined ? true : S.parse(S.eventWindow, o.events, 'event window'));
       if (o.as === undefined) return task;
       assertReadable(o.as, task);
       return { ...task, events: eventsForReader(o.as, task, task.events) };

@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod/v4';
-import { type Actor, EngineError, type Task, type TaskManager, TASK_STATES, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -133,14 +133,47 @@ export const taskCancel = defineTool({
   execute: async (a, ctx) => toWireTask(await manager(ctx).cancelTask({ taskId: a.task_id, actor: me(ctx), reason: a.reason })),
 });
 
+/**
+ * task_get's events are a page, newest first chosen, shown in order: at most `events_limit`,
+ * and as many as fit in ANSWER_BYTES with the task. A run of 200 steps gives its task ~400
+ * events (~185 KB), which read whole were over the tool's output cap: task_get failed on
+ * exactly the tasks whose history an agent would want, after reading all of it. An event too
+ * big for a page of its own shows with its data left out (`omitted_bytes`), so paging never
+ * sticks. (A task whose card alone is over the cap is still refused by it.)
+ */
+export const ANSWER_BYTES = 60 * 1024; // under the default 64 KiB cap, with room for what wraps it
+const EVENT_PAGE_DEFAULT = 50;
+
+export function eventPage(events: WireEvent[], limit: number, room: number): { shown: WireEvent[]; more: boolean } {
+  const shown: WireEvent[] = [];
+  let bytes = 0;
+  for (let i = events.length - 1; i >= 0 && shown.length < limit; i -= 1) {
+    const e = events[i]!;
+    const size = Buffer.byteLength(JSON.stringify(e)) + 1;
+    if (bytes + size <= room) shown.push(e);
+    else if (shown.length === 0) shown.push({ ...e, data: { omitted_bytes: size - 1 } });
+    else return { shown: shown.reverse(), more: true };
+    bytes += size;
+  }
+  return { shown: shown.reverse(), more: events.length > shown.length };
+}
+
 export const taskGet = defineTool({
   name: 'task_get',
-  description: 'One task you may read (you created it, hold it or may claim it) with its events.',
+  description:
+    'One task you may read (you created it, hold it or may claim it) with its newest events. When there are earlier ones, more_events_before is the id to pass as events_before to read the page before these.',
   kind: 'read',
-  args: z.strictObject({ task_id: taskId }),
+  args: z.strictObject({
+    task_id: taskId,
+    events_before: z.int().positive().optional().describe('only events with a lower id (from more_events_before)'),
+    events_limit: z.int().min(1).max(200).optional().describe(`at most this many events; default ${EVENT_PAGE_DEFAULT}`),
+  }),
   execute: async (a, ctx) => {
-    const t = await manager(ctx).getTask(a.task_id, { as: me(ctx) });
-    return { ...toWireTask(t), events: t.events.map(toWireEvent) };
+    const limit = a.events_limit ?? EVENT_PAGE_DEFAULT;
+    const t = await manager(ctx).getTask(a.task_id, { as: me(ctx), events: { last: limit + 1, beforeId: a.events_before } });
+    const task = toWireTask(t);
+    const { shown, more } = eventPage(t.events.map(toWireEvent), limit, ANSWER_BYTES - Buffer.byteLength(JSON.stringify(task)));
+    return { ...task, events: shown, more_events_before: more ? shown[0]!.id : null };
   },
 });
 

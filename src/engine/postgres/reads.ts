@@ -17,7 +17,7 @@
  */
 import { EngineError } from '../errors.js';
 import { type EventRow, type TaskRow, SUMMARY_COLUMNS, toEvent, toTask } from '../task-rows.js';
-import type { ReadEventsQuery } from '../store.js';
+import type { EventWindow, ReadEventsQuery } from '../store.js';
 import { TASK_STATES } from '../types.js';
 import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
 import type { PgConnection } from './connection.js';
@@ -106,7 +106,7 @@ export function createHorizon(conn: PgConnection): Horizon {
 }
 
 export interface PgReads {
-  getTask(id: number, withEvents: boolean): Promise<TaskWithEvents>;
+  getTask(id: number, withEvents: boolean | EventWindow): Promise<TaskWithEvents>;
   findTasks(query: FindTasksQuery): Promise<Task[]>;
   readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
   stats(): Promise<TaskStats>;
@@ -121,7 +121,12 @@ export function createReads(conn: PgConnection, horizon: Horizon): PgReads {
     async getTask(id, withEvents) {
       const [row] = await query<Row>('SELECT * FROM tasks WHERE id = $1', [id]);
       if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-      const events = withEvents ? await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 ORDER BY id', [id]) : [];
+      const events =
+        withEvents === false
+          ? []
+          : withEvents === true
+            ? await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 ORDER BY id', [id])
+            : (await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3', [id, withEvents.beforeId ?? Number.MAX_SAFE_INTEGER, withEvents.last])).reverse();
       return { ...toTask(row), events: events.map(toEvent) };
     },
     async findTasks(q) {

@@ -1,6 +1,6 @@
 /** Read queries: one task with its events, filtered lists, the event log by cursor, counts. */
 import { EngineError } from '../errors.js';
-import type { ReadEventsQuery } from '../store.js';
+import type { EventWindow, ReadEventsQuery } from '../store.js';
 import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
 import { TASK_STATES } from '../types.js';
 import type { Statement } from 'better-sqlite3';
@@ -9,7 +9,7 @@ import { type EventRow, PREV_OF, type TaskRow, toEvent, toTask } from './rows.js
 import { SUMMARY_COLUMNS } from '../task-rows.js';
 
 export interface Reads {
-  getTask(id: number, withEvents: boolean): TaskWithEvents;
+  getTask(id: number, withEvents: boolean | EventWindow): TaskWithEvents;
   findTasks(query: FindTasksQuery): Task[];
   readEvents(query: ReadEventsQuery): TaskEvent[];
   stats(): TaskStats;
@@ -39,6 +39,28 @@ export function prepareReads(db: Db): Reads {
   const othersAfter = db.prepare<[number, number, number], EventRow>(
     'SELECT * FROM task_events WHERE task_id = ? AND prev_id IS NULL AND id > ? ORDER BY id LIMIT ?',
   );
+  // The newest events of a task below a cursor: its chain walked back from the head only as
+  // far as it takes to pass `last` of them (`taken` counts those below the cursor), and the
+  // newest `last` of its indexed events below it; the newest `last` of the two, in id order.
+  const chainBefore = db.prepare<{ task: number; before: number; last: number }, EventRow>(
+    `WITH RECURSIVE chain(id, taken) AS (
+       SELECT last_event_id, 0 FROM tasks WHERE id = @task
+       UNION ALL
+       SELECT ${PREV_OF}, chain.taken + (chain.id < @before) FROM chain JOIN task_events e ON e.id = chain.id
+       WHERE ${PREV_OF} BETWEEN 1 AND e.id - 1 AND chain.taken + (chain.id < @before) < @last
+     )
+     SELECT e.* FROM chain JOIN task_events e ON e.id = chain.id
+     WHERE e.id < @before AND e.task_id = @task ORDER BY e.id DESC`,
+  );
+  const othersBefore = db.prepare<[number, number, number], EventRow>(
+    'SELECT * FROM task_events WHERE task_id = ? AND prev_id IS NULL AND id < ? ORDER BY id DESC LIMIT ?',
+  );
+  const taskEventsBefore = (taskId: number, w: EventWindow): EventRow[] => {
+    const before = w.beforeId ?? Number.MAX_SAFE_INTEGER;
+    const own = chainBefore.all({ task: taskId, before, last: w.last });
+    const others = othersBefore.all(taskId, before, w.last);
+    return [...own, ...others].sort((a, b) => b.id - a.id).slice(0, w.last).reverse();
+  };
   /** The task's events with id > after, in id order, at most `limit` (negative: all). */
   const taskEventsAfter = (taskId: number, after: number, limit: number): EventRow[] => {
     const own = chainAfter.all({ task: taskId, after });
@@ -91,7 +113,8 @@ export function prepareReads(db: Db): Reads {
     getTask(id, withEvents) {
       const row = getRow.get(id);
       if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-      return { ...toTask(row), events: withEvents ? taskEventsAfter(id, 0, -1).map(toEvent) : [] };
+      const events = withEvents === false ? [] : withEvents === true ? taskEventsAfter(id, 0, -1) : taskEventsBefore(id, withEvents);
+      return { ...toTask(row), events: events.map(toEvent) };
     },
     findTasks(query) {
       const where: string[] = [];

@@ -1,0 +1,72 @@
+/**
+ * task_get on a task with a long history. A run of 200 steps gives its task ~400 events
+ * (~185 KB on the wire): read whole, task_get was refused over the 64 KB output cap on
+ * exactly the tasks whose history an agent wants, after reading all of it. It now answers
+ * with a page of the newest events and a cursor to the page before, through a real MCP
+ * client, as the task's creator (who sees its runs).
+ */
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { toWireEvent } from '../../src/engine/index.js';
+import { createMcpServer } from '../../src/tools/mcp-server.js';
+import { eventPage, taskTools } from '../../src/tools/task-tools.js';
+import { agent } from '../helpers.js';
+import { card, drive, harness, loopContext } from '../workers/harness.js';
+
+type Text = { content: Array<{ text: string }>; isError?: boolean };
+
+describe('task_get on a long task', () => {
+  it('answers with the newest page of events and pages back through every one, each answer under the output cap', async () => {
+    const h = harness();
+    const script = [...Array.from({ length: 200 }, (_, i) => ({ action: 'tool', tool: 'echo', args: { text: `step ${i} ${'x'.repeat(100)}` } })), { action: 'done' }];
+    const long = (await h.tm.createTask({ title: 'long', card: card({ allowed_tools: ['echo'], script, budget: { max_steps: 300 } }) }, agent('alice'))).task;
+    const claim = (await h.tm.claimTask({ agent: 'worker', taskId: long.id, start: true }))!;
+    expect((await drive(loopContext(h, claim))).result.phase).toBe('completed');
+    const all = (await h.tm.getTask(long.id, { as: agent('alice') })).events.map(toWireEvent);
+    expect(JSON.stringify(all).length).toBeGreaterThan(65_536);
+
+    const server = createMcpServer({ agent: 'alice', manager: h.tm, tools: taskTools, log: () => undefined });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
+    await client.connect(clientSide);
+    onTestFinished(() => client.close());
+    const get = async (args: Record<string, unknown>) => {
+      const out = (await client.callTool({ name: 'task_get', arguments: { task_id: long.id, ...args } })) as Text;
+      expect(out.isError, out.content[0]!.text.slice(0, 200)).not.toBe(true);
+      expect(out.content[0]!.text.length).toBeLessThan(65_536);
+      return JSON.parse(out.content[0]!.text) as { state: string; events: Array<{ id: number; type: string }>; more_events_before: number | null };
+    };
+
+    const first = await get({});
+    expect(first.state).toBe('completed');
+    expect(first.events).toHaveLength(50);
+    expect(first.events.map((e) => e.id)).toEqual(all.slice(-50).map((e) => e.id));
+    expect(first.more_events_before).toBe(first.events[0]!.id);
+
+    const paged: number[] = [];
+    let before: number | null = null;
+    let pages = 0;
+    do {
+      const page = await get({ events_limit: 200, ...(before === null ? {} : { events_before: before }) });
+      paged.unshift(...page.events.map((e) => e.id));
+      before = page.more_events_before;
+      pages += 1;
+    } while (before !== null && pages < 50);
+    expect(paged).toEqual(all.map((e) => e.id));
+    expect(pages).toBeGreaterThan(all.length / 200); // the bytes, not the count, cut these pages
+  });
+
+  it('shows an event too big for a page of its own without its data, so paging goes on past it', () => {
+    const e = (id: number, bytes: number) => ({ id, task_id: 1, type: 'x', actor: 'a', actor_role: 'agent' as const, data: { b: 'y'.repeat(bytes) }, created_at: '' });
+    const huge = eventPage([e(1, 10), e(2, 50_000)], 50, 30_000);
+    expect(huge.shown.map((x) => [x.id, x.data])).toEqual([[2, { omitted_bytes: expect.any(Number) }]]);
+    expect(huge.more).toBe(true);
+    const fits = eventPage([e(1, 10), e(2, 10)], 50, 30_000);
+    expect(fits).toEqual({ shown: [e(1, 10), e(2, 10)], more: false });
+    const full = eventPage([e(1, 10_000), e(2, 10_000), e(3, 10_000)], 50, 25_000);
+    expect(full.shown.map((x) => x.id)).toEqual([2, 3]);
+    expect(full.more).toBe(true);
+  });
+});
