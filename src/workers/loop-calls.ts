@@ -84,10 +84,12 @@ export const ACCEPT_GRACE_MS = 30_000;
 
 export function createRunCalls(s: RunCallsScope): RunCalls {
   const { ctx, card, run, fence, state, hooks, signal, finish, trace } = s;
-  // The task tools act for the card's author, not for the runner that holds the claim: an
-  // agent's card reads, creates and cancels only as its author may. An operator's card acts
-  // as the runner (its author trusted it with the runner's rights).
-  const actingFor: Actor = ctx.task.creatorRole === 'operator' || ctx.task.creatorRole === 'system' ? asAgent(fence.agent) : { id: ctx.task.creator, role: ctx.task.creatorRole };
+  // The task tools act as an agent whoever wrote the card, since the calls are the model's:
+  // an agent's card as its author (it reads, creates and cancels only as its author may),
+  // anyone else's (an operator's, a reviewer's, the system's) as the runner that holds the
+  // claim. Never as the author's own role: a reviewer's card acting as the reviewer let its
+  // model read every task, pass other agents' reviews and create at any priority.
+  const actingFor: Actor = ctx.task.creatorRole === 'agent' ? { id: ctx.task.creator, role: 'agent' } : asAgent(fence.agent);
 
   const exec: RunCalls['exec'] = async (toolName, args, key, cutAt = run.budget.deadlineAt) => {
     const tool = ctx.tools.get(toolName)!;

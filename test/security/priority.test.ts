@@ -76,8 +76,8 @@ describe('an agent’s task may not outrank an operator’s', () => {
   });
 
   it('in a run the model’s task_create is an agent’s, whoever wrote the card: refused above 0, accepted below', async () => {
-    // An agent's card acts as its author; an operator's as the runner (loop-calls.ts): either
-    // way the arguments are the model's, and a model is an agent.
+    // An agent's card acts as its author; an operator's or a reviewer's as the runner
+    // (loop-calls.ts): either way the arguments are the model's, and a model is an agent.
     const h = harness();
     h.tools = createToolRegistry([...taskTools]);
     const script = [
@@ -86,14 +86,14 @@ describe('an agent’s task may not outrank an operator’s', () => {
       { action: 'done' },
     ];
     const c = card({ allowed_tools: ['task_create'], script, budget: { max_steps: 5, max_failures: 2 } });
-    for (const author of [agent('mallory'), operator]) {
+    for (const author of [agent('mallory'), operator, { id: 'rita', role: 'reviewer' } as const]) {
       const parent = (await h.tm.createTask({ title: `${author.role}'s card`, card: c }, author)).task;
       const claim = (await h.tm.claimTask({ agent: 'worker', taskId: parent.id, start: true }))!;
       const { result, events } = await drive(loopContext(h, claim));
       expect(result.phase, author.role).toBe('completed');
       const failed = events.flatMap((e) => (e.type === 'step_finished' && e.step.status === 'failed' ? [e.step.error] : []));
       expect(failed, author.role).toEqual([expect.stringMatching(/FORBIDDEN: priority 5: an agent's task may rank at most 0/)]);
-      const spawned = (await h.tm.findTasks({})).filter((t) => t.title.startsWith('spawned') && t.creator === (author.role === 'agent' ? author.id : 'worker'));
+      const spawned = (await h.tm.findTasks({})).filter((t) => t.title.startsWith('spawned') && t.creator === (author.role === 'agent' ? author.id : 'worker') && t.id > parent.id);
       expect(spawned.map((t) => [t.title, t.priority]), author.role).toEqual([['spawned after', -1]]);
     }
   });
