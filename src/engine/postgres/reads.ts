@@ -121,13 +121,21 @@ export function createReads(conn: PgConnection, horizon: Horizon): PgReads {
     async getTask(id, withEvents) {
       const [row] = await query<Row>('SELECT * FROM tasks WHERE id = $1', [id]);
       if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-      const events =
-        withEvents === false
-          ? []
-          : withEvents === true
-            ? await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 ORDER BY id', [id])
-            : (await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 AND id < $2 ORDER BY id DESC LIMIT $3', [id, withEvents.beforeId ?? Number.MAX_SAFE_INTEGER, withEvents.last])).reverse();
-      return { ...toTask(row), events: events.map(toEvent) };
+      if (withEvents === false) return { ...toTask(row), events: [] };
+      if (withEvents === true) {
+        const all = await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 ORDER BY id', [id]);
+        return { ...toTask(row), events: all.map(toEvent) };
+      }
+      // A window stops at the settled horizon, as readEvents does: ids are handed out before
+      // commit, and a task's events do not all commit in id order (its breaker events are
+      // written under the breaker's lock, not the task's), so a page could show N + 1 before N
+      // committed, and a reader paging back from its cursor never saw N.
+      const upTo = await horizon.settled();
+      const newest = await query<Ev>(
+        'SELECT * FROM task_events WHERE task_id = $1 AND id < $2 AND id <= $3 ORDER BY id DESC LIMIT $4',
+        [id, withEvents.beforeId ?? Number.MAX_SAFE_INTEGER, upTo, withEvents.last],
+      );
+      return { ...toTask(row), events: newest.reverse().map(toEvent) };
     },
     async findTasks(q) {
       const where: string[] = [];

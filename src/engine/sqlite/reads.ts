@@ -75,6 +75,17 @@ export function prepareReads(db: Db): Reads {
     const merged = others.length === 0 ? own : [...own, ...others].sort((a, b) => a.id - b.id);
     return limit < 0 ? merged : merged.slice(0, limit);
   };
+  // A task's events are read by two statements (its chain, its indexed events) and its row by
+  // a third: one read transaction makes them one snapshot. Without it an event committed
+  // between the two showed while an earlier one of the other kind did not, and a reader whose
+  // cursor moved past it (a task's stream, task_get's pages) never saw that one.
+  const oneTask = db.transaction((id: number, withEvents: boolean | EventWindow): TaskWithEvents => {
+    const row = getRow.get(id);
+    if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
+    const events = withEvents === false ? [] : withEvents === true ? taskEventsAfter(id, 0, -1) : taskEventsBefore(id, withEvents);
+    return { ...toTask(row), events: events.map(toEvent) };
+  });
+  const oneTaskEvents = db.transaction((taskId: number, after: number, limit: number) => taskEventsAfter(taskId, after, limit));
   // Counting a state reads its whole index range. stats counts the states in chunks, round
   // robin, until at most one is left unfinished: that one (the biggest, usually completed)
   // is the table's count minus the others, and SQLite takes the table's count from the
@@ -116,12 +127,7 @@ export function prepareReads(db: Db): Reads {
   };
 
   return {
-    getTask(id, withEvents) {
-      const row = getRow.get(id);
-      if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-      const events = withEvents === false ? [] : withEvents === true ? taskEventsAfter(id, 0, -1) : taskEventsBefore(id, withEvents);
-      return { ...toTask(row), events: events.map(toEvent) };
-    },
+    getTask: (id, withEvents) => oneTask.deferred(id, withEvents),
     findTasks(query) {
       const where: string[] = [];
       const params: unknown[] = [];
@@ -161,7 +167,7 @@ export function prepareReads(db: Db): Reads {
     readEvents(query) {
       const after = query.afterId ?? 0;
       const limit = query.limit ?? 1000;
-      const rows = query.taskId === undefined ? eventsAfter.all(after, limit) : taskEventsAfter(query.taskId, after, limit);
+      const rows = query.taskId === undefined ? eventsAfter.all(after, limit) : oneTaskEvents.deferred(query.taskId, after, limit);
       return rows.map(toEvent);
     },
     lastEventId: () => lastEvent.get()?.id ?? 0,
