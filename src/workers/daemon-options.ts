@@ -92,3 +92,14 @@ export function checkDaemonOptions(opts: DaemonOptions, names: Partial<Record<ke
   if (opts.sweepCron !== undefined) checkCron(opts.sweepCron);
   if (opts.schedulerCron !== undefined) checkCron(opts.schedulerCron);
 }
+
+/**
+ * How long a daemon waits after a retention pass that found nothing before the next: a
+ * hundredth of the retention period, from 5 s to 10 min. Each pass reads every finished
+ * task's row until it has a batch (117-182 ms with 181,000 finished tasks and nothing to do),
+ * and a task that becomes old enough a few minutes late against a period of days loses
+ * nothing. A pass that compacted something is followed by the next at the sweep's pace.
+ */
+export function retentionIdleMs(retainMs: number): number {
+  return Math.min(600_000, Math.max(5_000, Math.round(retainMs / 100)));
+}

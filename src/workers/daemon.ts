@@ -33,7 +33,7 @@ import {
   redactUrl,
 } from '../engine/index.js';
 import type { Job } from './cron.js';
-import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
+import { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions, retentionIdleMs } from './daemon-options.js';
 
 export { DEFAULT_CONCURRENCY, type DaemonOptions, checkDaemonOptions } from './daemon-options.js';
 import { cronWithBackoff, repeat, retryDelayMs } from './backoff.js';
@@ -254,6 +254,7 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
   const serving = Array.from({ length: threads }, (_, thread) => serveThread(thread));
 
   const scheduleReports = new Map<number, FaultReporter>();
+  let nextCompactAt = 0;
   const jobs: Job[] = [];
   jobs.push(
     repeat(opts.deadCheckMs ?? 250, 5000, async () => {
@@ -266,9 +267,11 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
       await sweep();
       const expired = await runs.expireApprovals();
       if (expired.length > 0) log(`approvals ${expired.join(', ')} expired`);
-      if (opts.retainMs !== undefined) {
+      if (opts.retainMs !== undefined && Date.now() >= nextCompactAt) {
         const compacted = await runs.compact((await store.clock()) - opts.retainMs);
         if (compacted > 0) log(`retention: compacted the history of ${compacted} finished tasks`);
+        // A backlog goes a batch a pass; a pass that found nothing waits a while (retentionIdleMs).
+        nextCompactAt = compacted > 0 ? 0 : Date.now() + retentionIdleMs(opts.retainMs);
       }
     }, jobReport('sweep')),
     cronWithBackoff(opts.schedulerCron ?? '* * * * * *', async () => {

@@ -42,7 +42,8 @@ export const pgRetention = {
     // Before the deletes, as on SQLite (see the module comment).
     events.push(await appendEvent(q, null, 'retention.compacted', RETENTION, compactedData(ids.length, before), now));
     // A step's approval goes with the step (it names the step): the run's envelope keeps what was done.
-    await q('DELETE FROM approvals WHERE task_id = ANY($1::bigint[])', [ids]);
+    // Through their steps (approvals_by_step): approvals has no index by task.
+    await q('DELETE FROM approvals WHERE step_id IN (SELECT s.id FROM steps s JOIN runs r ON r.id = s.run_id WHERE r.task_id = ANY($1::bigint[]))', [ids]);
     await q('DELETE FROM steps WHERE run_id IN (SELECT id FROM runs WHERE task_id = ANY($1::bigint[]))', [ids]);
     await q('DELETE FROM run_screens WHERE run_id IN (SELECT id FROM runs WHERE task_id = ANY($1::bigint[]))', [ids]);
     await q('DELETE FROM task_events WHERE task_id = ANY($1::bigint[])', [ids]);

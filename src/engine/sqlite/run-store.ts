@@ -10,7 +10,7 @@ import { prepareControls } from './controls.js';
 import { prepareDaemons } from './daemons.js';
 import { prepareMoves } from './moves.js';
 import { createEventWriter } from './rows.js';
-import { prepareRetention } from './retention.js';
+import { prepareRetention, prepareRetentionLook } from './retention.js';
 import { prepareRunReads } from './run-reads.js';
 import { prepareRunStats } from './run-stats.js';
 import { prepareRunWrites } from './runs.js';
@@ -26,6 +26,7 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
   const breakers = prepareBreakers(db, writer);
   const daemons = prepareDaemons(db, apply);
   const compact = prepareRetention(db, writer);
+  const retentionLook = prepareRetentionLook(db);
   const approvals = prepareApprovals(db, writer, apply);
   const runStats = prepareRunStats(db);
   const claim = prepareClaim(db, writer);
@@ -106,6 +107,9 @@ export function createSqliteRunStore(store: SqliteTaskStore): RunStore {
     countApprovals: async (state) => read('count approvals', () => approvals.count(state)),
     getApproval: async (id) => read('read approval', () => approvals.get(id)),
     runStats: async (since) => read('run stats', () => runStats(since, store.now())),
-    compact: (before) => value(write('compact', (ev, now) => compact(before, now, ev))),
+    compact: async (before) => {
+      const ids = await read('compact', () => retentionLook(before));
+      return ids.length === 0 ? 0 : value(write('compact', (ev, now) => compact(ids, before, now, ev)));
+    },
   });
 }
