@@ -74,7 +74,8 @@ export function taskRoutes(deps: TaskRouteDeps): Route[] {
       async handler({ query, actor }) {
         const q = parseWith(listTasksQuery, queryObject(query, ['state']), 'list');
         // The cursor is read first: a board that lists, then follows /api/events?after=it, misses nothing.
-        const { lastEventId } = await tm.stats();
+        // Only the cursor: stats() also counts the tasks by state (11.9 ms at 221,508 tasks), on every list.
+        const lastEventId = await tm.store.lastEventId();
         const tasks = await tm.findTasks({ states: q.state, assignee: q.assignee, queue: q.queue, limit: q.limit, afterId: q.after, visibleTo: actor });
         // The log-wide cursor counts everyone's events: an agent, which may not follow the whole log, gets null.
         return { json: { tasks: tasks.map(toWireTask), last_event_id: actor.role === 'agent' ? null : lastEventId } };
