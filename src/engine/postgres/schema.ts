@@ -238,6 +238,11 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX IF NOT EXISTS tasks_claimable_card ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
   `,
+  // 5: the tasks an agent created, for what it may read (reads.ts findTasks), as on SQLite
+  // (its migration 9). IF NOT EXISTS: an operator may build it beforehand, CONCURRENTLY.
+  `
+  CREATE INDEX IF NOT EXISTS tasks_by_creator ON tasks (creator, creator_role, id);
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */

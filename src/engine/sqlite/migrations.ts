@@ -261,6 +261,12 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX IF NOT EXISTS tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}';
   `,
+  // 9: the tasks an agent created, for what it may read (reads.ts findTasks): without it an
+  // agent's listing of a state read the state's whole range and checked each row. One entry
+  // per task, written once: a task's creator never changes.
+  `
+  CREATE INDEX IF NOT EXISTS tasks_by_creator ON tasks (creator, creator_role);
+  `,
 ];
 
 /**
