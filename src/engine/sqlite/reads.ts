@@ -153,9 +153,12 @@ export function prepareReads(db: Db): Reads {
       // at 181,000). Now a page costs what the agent's own tasks cost (migration 9).
       const orPage = (agent: string, state: string | undefined): Task[] => {
         const all = [...(state === undefined ? where : ['state = ?', ...where]), "((creator = ? AND creator_role = 'agent') OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))"];
-        // In id order, stopping at a page: through the state's range, or with no state the table
-        // itself (NOT INDEXED: the planner would union the three terms' indexes and sort them all).
-        const sql = `SELECT ${columns} FROM tasks ${state === undefined ? 'NOT INDEXED' : 'INDEXED BY tasks_by_state'} WHERE ${all.join(' AND ')} ORDER BY id LIMIT ?`;
+        // In id order, stopping at a page: through the state's range, or with no state and no
+        // other filter the table itself (NOT INDEXED: the planner would union the three terms'
+        // indexes and sort them all). With an assignee or queue the planner picks its index.
+        const onlyCursor = where.length === (query.afterId === undefined ? 0 : 1);
+        const hint = state !== undefined ? 'INDEXED BY tasks_by_state' : onlyCursor ? 'NOT INDEXED' : '';
+        const sql = `SELECT ${columns} FROM tasks ${hint} WHERE ${all.join(' AND ')} ORDER BY id LIMIT ?`;
         return prepared(sql).all(...(state === undefined ? params : [state, ...params]), agent, agent, agent, limit).map(toTask);
       };
       const branchPage = (agent: string, state: string | undefined): Task[] => {
