@@ -133,77 +133,82 @@ export function prepareReads(db: Db): Reads {
     return stmt;
   };
 
+  const listing = db.transaction((query: FindTasksQuery): Task[] => {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (query.assignee !== undefined) (where.push('assignee = ?'), params.push(query.assignee));
+    if (query.creator !== undefined) (where.push('creator = ?'), params.push(query.creator));
+    if (query.queue !== undefined) (where.push('queue = ?'), params.push(query.queue));
+    if (query.afterId !== undefined) (where.push('id > ?'), params.push(query.afterId));
+    const reader = query.visibleTo;
+    const limit = query.limit ?? DEFAULT_PAGE;
+    const states = [...new Set(query.states ?? [])];
+    const columns = query.summary === true ? SUMMARY_COLUMNS : '*';
+    // What an agent may read (authority.ts mayRead): what it created, what it holds or held,
+    // what it may claim now. One keyset page from each of those, each from its own index,
+    // merged: as one OR the planner read the state's whole range and checked each row, so
+    // an agent with no completed task asking for the completed ones read all of them (80 ms
+    // at 181,000). Now a page costs what the agent's own tasks cost (migration 9).
+    const orPage = (agent: string, state: string | undefined): Task[] => {
+      const all = [...(state === undefined ? where : ['state = ?', ...where]), "((creator = ? AND creator_role = 'agent') OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))"];
+      // In id order, stopping at a page: through the state's range, or with no state and no
+      // other filter the table itself (NOT INDEXED: the planner would union the three terms'
+      // indexes and sort them all). With an assignee or queue the planner picks its index.
+      const onlyCursor = where.length === (query.afterId === undefined ? 0 : 1);
+      const hint = state !== undefined ? 'INDEXED BY tasks_by_state' : onlyCursor ? 'NOT INDEXED' : '';
+      const sql = `SELECT ${columns} FROM tasks ${hint} WHERE ${all.join(' AND ')} ORDER BY id LIMIT ?`;
+      return prepared(sql).all(...(state === undefined ? params : [state, ...params]), agent, agent, agent, limit).map(toTask);
+    };
+    const branchPage = (agent: string, state: string | undefined): Task[] => {
+      const own = state === undefined ? where : ['state = ?', ...where];
+      const ownParams = state === undefined ? params : [state, ...params];
+      const branches: Array<[index: string, cond: string, args: unknown[]]> = [
+        ['tasks_by_creator', "creator = ? AND creator_role = 'agent'", [agent]],
+        ['tasks_by_assignee', 'assignee = ?', [agent]],
+      ];
+      if (state === undefined || state === 'pending') branches.push(['tasks_by_state', "state = 'pending' AND (for_agent IS NULL OR for_agent = ?)", [agent]]);
+      const byId = new Map<number, TaskRow>();
+      for (const [index, cond, args] of branches) {
+        const sql = `SELECT ${columns} FROM tasks INDEXED BY ${index} WHERE ${[...own, cond].join(' AND ')} ORDER BY id LIMIT ?`;
+        for (const row of prepared(sql).all(...ownParams, ...args, limit)) byId.set(row.id, row);
+      }
+      return [...byId.values()].sort((a, b) => a.id - b.id).slice(0, limit).map(toTask);
+    };
+    // The branches cost what the agent's own tasks cost; the one OR, what the state's range
+    // costs until a page is found. Capped counts tell which is small; when neither is, the OR.
+    const visiblePage = (agent: string, state: string | undefined): Task[] => {
+      const bigState = state === undefined || smallState.get(state, 0, SMALL_STATE)! >= SMALL_STATE;
+      return bigState && ownTasks.get(agent, SMALL_STATE, agent, SMALL_STATE)! < SMALL_STATE ? branchPage(agent, state) : orPage(agent, state);
+    };
+    const page = (state: string | undefined): Task[] => {
+      if (reader !== undefined && reader.role === 'agent') return visiblePage(reader.id, state);
+      const all = state === undefined ? where : ['state = ?', ...where];
+      // With a state and an assignee or queue, SQLite picks one index and filters by the
+      // other column: the assignee/queue index is the right one unless the state has few
+      // tasks (e.g. failed among a million completed), which a capped count tells cheaply.
+      const byState =
+        state !== undefined &&
+        where.length > (query.afterId === undefined ? 0 : 1) &&
+        smallState.get(state, query.afterId ?? 0, SMALL_STATE)! < SMALL_STATE;
+      const sql = `SELECT ${columns} FROM tasks${byState ? ' INDEXED BY tasks_by_state' : ''} ${all.length > 0 ? `WHERE ${all.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
+      return prepared(sql).all(...(state === undefined ? params : [state, ...params]), limit).map(toTask);
+    };
+    if (states.length === 0) return page(undefined);
+    if (states.length === 1) return page(states[0]);
+    // One keyset page per state, each read in id order from its own index range, merged:
+    // `state IN (...) ORDER BY id` would sort every matching row first.
+    return states
+      .flatMap((state) => page(state))
+      .sort((a, b) => a.id - b.id)
+      .slice(0, limit);
+  });
+
   return {
     getTask: (id, withEvents) => oneTask.deferred(id, withEvents),
-    findTasks(query) {
-      const where: string[] = [];
-      const params: unknown[] = [];
-      if (query.assignee !== undefined) (where.push('assignee = ?'), params.push(query.assignee));
-      if (query.creator !== undefined) (where.push('creator = ?'), params.push(query.creator));
-      if (query.queue !== undefined) (where.push('queue = ?'), params.push(query.queue));
-      if (query.afterId !== undefined) (where.push('id > ?'), params.push(query.afterId));
-      const reader = query.visibleTo;
-      const limit = query.limit ?? DEFAULT_PAGE;
-      const states = [...new Set(query.states ?? [])];
-      const columns = query.summary === true ? SUMMARY_COLUMNS : '*';
-      // What an agent may read (authority.ts mayRead): what it created, what it holds or held,
-      // what it may claim now. One keyset page from each of those, each from its own index,
-      // merged: as one OR the planner read the state's whole range and checked each row, so
-      // an agent with no completed task asking for the completed ones read all of them (80 ms
-      // at 181,000). Now a page costs what the agent's own tasks cost (migration 9).
-      const orPage = (agent: string, state: string | undefined): Task[] => {
-        const all = [...(state === undefined ? where : ['state = ?', ...where]), "((creator = ? AND creator_role = 'agent') OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))"];
-        // In id order, stopping at a page: through the state's range, or with no state and no
-        // other filter the table itself (NOT INDEXED: the planner would union the three terms'
-        // indexes and sort them all). With an assignee or queue the planner picks its index.
-        const onlyCursor = where.length === (query.afterId === undefined ? 0 : 1);
-        const hint = state !== undefined ? 'INDEXED BY tasks_by_state' : onlyCursor ? 'NOT INDEXED' : '';
-        const sql = `SELECT ${columns} FROM tasks ${hint} WHERE ${all.join(' AND ')} ORDER BY id LIMIT ?`;
-        return prepared(sql).all(...(state === undefined ? params : [state, ...params]), agent, agent, agent, limit).map(toTask);
-      };
-      const branchPage = (agent: string, state: string | undefined): Task[] => {
-        const own = state === undefined ? where : ['state = ?', ...where];
-        const ownParams = state === undefined ? params : [state, ...params];
-        const branches: Array<[index: string, cond: string, args: unknown[]]> = [
-          ['tasks_by_creator', "creator = ? AND creator_role = 'agent'", [agent]],
-          ['tasks_by_assignee', 'assignee = ?', [agent]],
-        ];
-        if (state === undefined || state === 'pending') branches.push(['tasks_by_state', "state = 'pending' AND (for_agent IS NULL OR for_agent = ?)", [agent]]);
-        const byId = new Map<number, TaskRow>();
-        for (const [index, cond, args] of branches) {
-          const sql = `SELECT ${columns} FROM tasks INDEXED BY ${index} WHERE ${[...own, cond].join(' AND ')} ORDER BY id LIMIT ?`;
-          for (const row of prepared(sql).all(...ownParams, ...args, limit)) byId.set(row.id, row);
-        }
-        return [...byId.values()].sort((a, b) => a.id - b.id).slice(0, limit).map(toTask);
-      };
-      // The branches cost what the agent's own tasks cost; the one OR, what the state's range
-      // costs until a page is found. Capped counts tell which is small; when neither is, the OR.
-      const visiblePage = (agent: string, state: string | undefined): Task[] => {
-        const bigState = state === undefined || smallState.get(state, 0, SMALL_STATE)! >= SMALL_STATE;
-        return bigState && ownTasks.get(agent, SMALL_STATE, agent, SMALL_STATE)! < SMALL_STATE ? branchPage(agent, state) : orPage(agent, state);
-      };
-      const page = (state: string | undefined): Task[] => {
-        if (reader !== undefined && reader.role === 'agent') return visiblePage(reader.id, state);
-        const all = state === undefined ? where : ['state = ?', ...where];
-        // With a state and an assignee or queue, SQLite picks one index and filters by the
-        // other column: the assignee/queue index is the right one unless the state has few
-        // tasks (e.g. failed among a million completed), which a capped count tells cheaply.
-        const byState =
-          state !== undefined &&
-          where.length > (query.afterId === undefined ? 0 : 1) &&
-          smallState.get(state, query.afterId ?? 0, SMALL_STATE)! < SMALL_STATE;
-        const sql = `SELECT ${columns} FROM tasks${byState ? ' INDEXED BY tasks_by_state' : ''} ${all.length > 0 ? `WHERE ${all.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
-        return prepared(sql).all(...(state === undefined ? params : [state, ...params]), limit).map(toTask);
-      };
-      if (states.length === 0) return page(undefined);
-      if (states.length === 1) return page(states[0]);
-      // One keyset page per state, each read in id order from its own index range, merged:
-      // `state IN (...) ORDER BY id` would sort every matching row first.
-      return states
-        .flatMap((state) => page(state))
-        .sort((a, b) => a.id - b.id)
-        .slice(0, limit);
-    },
+    // One read transaction: an agent's page is several statements (its branches, a page per
+    // state), and a task moving between two of them (claimed away from the pending branch into
+    // the held one) must be seen on one side or the other, never on neither.
+    findTasks: (query) => listing.deferred(query),
     readEvents(query) {
       const after = query.afterId ?? 0;
       const limit = query.limit ?? 1000;
