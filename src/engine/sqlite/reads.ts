@@ -149,24 +149,28 @@ export function prepareReads(db: Db): Reads {
     // merged: as one OR the planner read the state's whole range and checked each row, so
     // an agent with no completed task asking for the completed ones read all of them (80 ms
     // at 181,000). Now a page costs what the agent's own tasks cost (migration 9).
+    // authority.ts mayRead as SQL, each term with the index that reads it: the one copy both ways use.
+    const visibleTerms = (agent: string): Array<[index: string, cond: string, args: unknown[]]> => [
+      ['tasks_by_creator', "creator = ? AND creator_role = 'agent'", [agent]],
+      ['tasks_by_assignee', 'assignee = ?', [agent]],
+      ['tasks_by_state', "state = 'pending' AND (for_agent IS NULL OR for_agent = ?)", [agent]],
+    ];
     const orPage = (agent: string, state: string | undefined): Task[] => {
-      const all = [...(state === undefined ? where : ['state = ?', ...where]), "((creator = ? AND creator_role = 'agent') OR assignee = ? OR (state = 'pending' AND (for_agent IS NULL OR for_agent = ?)))"];
+      const terms = visibleTerms(agent);
+      const all = [...(state === undefined ? where : ['state = ?', ...where]), `(${terms.map(([, cond]) => `(${cond})`).join(' OR ')})`];
       // In id order, stopping at a page: through the state's range, or with no state and no
       // other filter the table itself (NOT INDEXED: the planner would union the three terms'
       // indexes and sort them all). With an assignee or queue the planner picks its index.
       const onlyCursor = where.length === (query.afterId === undefined ? 0 : 1);
       const hint = state !== undefined ? 'INDEXED BY tasks_by_state' : onlyCursor ? 'NOT INDEXED' : '';
       const sql = `SELECT ${columns} FROM tasks ${hint} WHERE ${all.join(' AND ')} ORDER BY id LIMIT ?`;
-      return prepared(sql).all(...(state === undefined ? params : [state, ...params]), agent, agent, agent, limit).map(toTask);
+      return prepared(sql).all(...(state === undefined ? params : [state, ...params]), ...terms.flatMap(([, , args]) => args), limit).map(toTask);
     };
     const branchPage = (agent: string, state: string | undefined): Task[] => {
       const own = state === undefined ? where : ['state = ?', ...where];
       const ownParams = state === undefined ? params : [state, ...params];
-      const branches: Array<[index: string, cond: string, args: unknown[]]> = [
-        ['tasks_by_creator', "creator = ? AND creator_role = 'agent'", [agent]],
-        ['tasks_by_assignee', 'assignee = ?', [agent]],
-      ];
-      if (state === undefined || state === 'pending') branches.push(['tasks_by_state', "state = 'pending' AND (for_agent IS NULL OR for_agent = ?)", [agent]]);
+      // The claimable term only where it can match: with another state it would walk that state's range.
+      const branches = visibleTerms(agent).filter(([index]) => index !== 'tasks_by_state' || state === undefined || state === 'pending');
       const byId = new Map<number, TaskRow>();
       for (const [index, cond, args] of branches) {
         const sql = `SELECT ${columns} FROM tasks INDEXED BY ${index} WHERE ${[...own, cond].join(' AND ')} ORDER BY id LIMIT ?`;
