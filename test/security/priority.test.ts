@@ -10,14 +10,12 @@
  * item in a batch, a real MCP client, and a run of an agent's card calling task_create (a
  * run acts for its card's author, so an operator's card keeps the whole range).
  */
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { AGENT_MAX_PRIORITY, type Actor } from '../../src/engine/index.js';
-import { createMcpServer } from '../../src/tools/mcp-server.js';
 import { taskTools } from '../../src/tools/task-tools.js';
 import { createToolRegistry } from '../../src/tools/registry.js';
 import { agent, freshManager, operator } from '../helpers.js';
+import { taskToolsClient } from '../tools/mcp-client.js';
 import { card, drive, harness, loopContext } from '../workers/harness.js';
 
 const refusal = (p: Promise<unknown>) => p.then(() => null, (e: { code?: string; message?: string }) => e);
@@ -60,12 +58,7 @@ describe('an agent’s task may not outrank an operator’s', () => {
 
   it('over MCP: task_create with a priority above 0 is refused to the agent, and nothing is created', async () => {
     const tm = freshManager();
-    const server = createMcpServer({ agent: 'mallory', manager: tm, tools: taskTools, log: () => undefined });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
-    await client.connect(clientSide);
-    onTestFinished(() => client.close());
+    const client = await taskToolsClient(tm, 'mallory');
     type Text = { content: Array<{ text: string }>; isError?: boolean };
     const out = (await client.callTool({ name: 'task_create', arguments: { title: 'me first', priority: 1_000_000 } })) as Text;
     expect(out.isError).toBe(true);

@@ -1,12 +1,10 @@
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { createMcpServer } from '../../src/tools/mcp-server.js';
-import { taskTools } from '../../src/tools/task-tools.js';
 import { spawnCli } from '../cli/helpers.js';
 import { ROOT, agent, freshManager } from '../helpers.js';
+import { taskToolsClient } from './mcp-client.js';
 
 type Text = { content: Array<{ type: string; text: string }>; isError?: boolean };
 const body = (r: unknown) => JSON.parse((r as Text).content[0]!.text) as Record<string, unknown>;
@@ -103,12 +101,7 @@ describe('taskloop mcp', () => {
 
   it('task_list shows each task without its card and result, so a page of big cards is neither read nor over the output cap; task_get reads one whole', async () => {
     const tm = freshManager();
-    const server = createMcpServer({ agent: 'hoarder', manager: tm, tools: taskTools, log: () => undefined });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
-    await client.connect(clientSide);
-    onTestFinished(() => client.close());
+    const client = await taskToolsClient(tm, 'hoarder');
     const big = { goal: 'x'.repeat(10_000) };
     await tm.createTasks(Array.from({ length: 30 }, (_, i) => ({ title: `big ${i}`, card: big })), agent('hoarder'));
     const out = (await client.callTool({ name: 'task_list', arguments: { states: ['pending'], limit: 30 } })) as Text;
@@ -125,12 +118,7 @@ describe('taskloop mcp', () => {
   it('an internal failure reaches the model as TOOL_FAILED without its own text; the text goes to the server’s log', async () => {
     const tm = freshManager();
     const logged: string[] = [];
-    const server = createMcpServer({ agent: 'claude', manager: tm, tools: taskTools, log: (l) => logged.push(l) });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
-    await client.connect(clientSide);
-    onTestFinished(() => client.close());
+    const client = await taskToolsClient(tm, 'claude', (l) => logged.push(l));
     await tm.close(); // every query now fails inside better-sqlite3
     const failed = (await client.callTool({ name: 'task_list', arguments: {} })) as Text;
     expect(failed.isError).toBe(true);

@@ -5,14 +5,12 @@
  * with a page of the newest events and a cursor to the page before, through a real MCP
  * client, as the task's creator (who sees its runs).
  */
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { toWireEvent } from '../../src/engine/index.js';
-import { createMcpServer } from '../../src/tools/mcp-server.js';
-import { eventPage, taskTools } from '../../src/tools/task-tools.js';
+import { eventPage } from '../../src/tools/task-tools.js';
 import { agent } from '../helpers.js';
 import { card, drive, harness, loopContext } from '../workers/harness.js';
+import { taskToolsClient } from './mcp-client.js';
 
 type Text = { content: Array<{ text: string }>; isError?: boolean };
 
@@ -26,12 +24,7 @@ describe('task_get on a long task', () => {
     const all = (await h.tm.getTask(long.id, { as: agent('alice') })).events.map(toWireEvent);
     expect(JSON.stringify(all).length).toBeGreaterThan(65_536);
 
-    const server = createMcpServer({ agent: 'alice', manager: h.tm, tools: taskTools, log: () => undefined });
-    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
-    await server.connect(serverSide);
-    const client = new Client({ name: 'taskloop-test', version: '1.0.0' });
-    await client.connect(clientSide);
-    onTestFinished(() => client.close());
+    const client = await taskToolsClient(h.tm, 'alice');
     const get = async (args: Record<string, unknown>) => {
       const out = (await client.callTool({ name: 'task_get', arguments: { task_id: long.id, ...args } })) as Text;
       expect(out.isError, out.content[0]!.text.slice(0, 200)).not.toBe(true);
