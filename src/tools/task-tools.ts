@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod/v4';
-import { type Actor, EngineError, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type FindTasksQuery, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -21,6 +21,8 @@ function claimer(ctx: ToolContext): string {
   if (actor.role !== 'agent') throw new EngineError('FORBIDDEN', `only agents claim tasks; this call acts for ${actor.role} ${actor.id}`);
   return actor.id;
 }
+/** What task_get and task_list answer with at most: under the default 64 KiB output cap, with room for what wraps it. */
+export const ANSWER_BYTES = 60 * 1024; // under the default 64 KiB cap, with room for what wraps it
 const taskId = z.int().positive().describe('the task id');
 const state = z.enum(TASK_STATES);
 
@@ -66,27 +68,56 @@ function listed(task: Task): Omit<WireTask, 'card' | 'result'> {
   return rest;
 }
 
+/** A listing's page: the first tasks, in order, that fit in `room` bytes (a listed task is at most ~10 KB). */
+function fittingTasks(tasks: Task[], room: number): Array<ReturnType<typeof listed>> {
+  const shown: Array<ReturnType<typeof listed>> = [];
+  for (const t of tasks) {
+    const l = listed(t);
+    room -= Buffer.byteLength(JSON.stringify(l)) + 1;
+    if (room < 0 && shown.length > 0) break;
+    shown.push(l);
+  }
+  return shown;
+}
+
+/**
+ * One of task_list's lists, read one past `limit` to know whether more follow: at most `limit`
+ * tasks, as many as fit in `room`, and the cursor to pass as `after` for the rest (or null).
+ * Titles are up to 500 characters: 200 tasks, or 50 and 50 in the default view, could be over
+ * the tool's 64 KiB output cap, which failed the call, and nothing paged past the first 200.
+ */
+async function listPage(tm: TaskManager, query: Omit<FindTasksQuery, 'limit' | 'summary'>, limit: number, room: number) {
+  const tasks = await tm.findTasks({ ...query, limit: limit + 1, summary: true });
+  const shown = fittingTasks(tasks.slice(0, limit), room);
+  return { shown, after: shown.length < tasks.length ? shown[shown.length - 1]!.id : null };
+}
+const HELD = ['claimed', 'in_progress', 'waiting', 'review'] as const;
+
 export const taskList = defineTool({
   name: 'task_list',
-  description: 'List the tasks you may read (those you created, hold or may claim): by default the pending ones you could claim and the ones assigned to you. Each without its card and result: task_get reads one whole.',
+  description:
+    'List the tasks you may read (those you created, hold or may claim), oldest first: by default the pending ones you could claim and the ones assigned to you. Each without its card and result: task_get reads one whole. When more follow, more_after (more_pending_after, more_assigned_after) is the id to pass as after, with the same states and mine, for the next page.',
   kind: 'read',
   args: z.strictObject({
     states: z.array(state).optional().describe('only these states'),
     mine: z.boolean().optional().describe('only tasks assigned to you'),
+    after: z.int().nonnegative().optional().describe('only tasks with a higher id (from more_after); needs states or mine'),
     limit: z.int().min(1).max(200).optional(),
   }),
   execute: async (a, ctx) => {
     const tm = manager(ctx);
     const limit = a.limit ?? 50;
+    const as = me(ctx);
     if (a.states === undefined && a.mine === undefined) {
-      const [pending, mine] = await Promise.all([
-        tm.findTasks({ states: ['pending'], limit, visibleTo: me(ctx), summary: true }),
-        tm.findTasks({ assignee: me(ctx).id, states: ['claimed', 'in_progress', 'waiting', 'review'], limit, visibleTo: me(ctx), summary: true }),
-      ]);
-      return { pending: pending.map(listed), assigned_to_you: mine.map(listed) };
+      if (a.after !== undefined) throw new EngineError('VALIDATION_FAILED', 'task_list: after pages one listing: give states (e.g. ["pending"]) or mine with it');
+      // The tasks an agent holds are few; they have the first half of the room, and the pending the rest.
+      const mine = await listPage(tm, { assignee: as.id, states: [...HELD], visibleTo: as }, limit, ANSWER_BYTES / 2);
+      const used = Buffer.byteLength(JSON.stringify(mine.shown));
+      const pending = await listPage(tm, { states: ['pending'], visibleTo: as }, limit, ANSWER_BYTES - used);
+      return { pending: pending.shown, assigned_to_you: mine.shown, more_pending_after: pending.after, more_assigned_after: mine.after };
     }
-    const tasks = await tm.findTasks({ states: a.states, assignee: a.mine === true ? me(ctx).id : undefined, limit, visibleTo: me(ctx), summary: true });
-    return { tasks: tasks.map(listed) };
+    const page = await listPage(tm, { states: a.states, assignee: a.mine === true ? as.id : undefined, afterId: a.after, visibleTo: as }, limit, ANSWER_BYTES);
+    return { tasks: page.shown, more_after: page.after };
   },
 });
 
@@ -141,7 +172,6 @@ export const taskCancel = defineTool({
  * big for a page of its own shows with its data left out (`omitted_bytes`), so paging never
  * sticks. (A task whose card alone is over the cap is still refused by it.)
  */
-export const ANSWER_BYTES = 60 * 1024; // under the default 64 KiB cap, with room for what wraps it
 const EVENT_PAGE_DEFAULT = 50;
 
 export function eventPage(events: WireEvent[], limit: number, room: number): { shown: WireEvent[]; more: boolean } {
