@@ -100,8 +100,11 @@ export interface TaskStore {
   /** Two-phase stale sweep: marks expired leases, reclaims those marked for at least graceMs. */
   sweep(opts: SweepOptions): Promise<WriteOutcome<SweepResult>>;
 
-  /** `withEvents`: all of the task's events, none, or a window of them. */
-  getTask(id: number, withEvents: boolean | EventWindow): Promise<TaskWithEvents>;
+  /**
+   * `withEvents`: all of the task's events, none, or a window of them. With `reader`, a task it
+   * may not read (authority.ts mayRead) comes without its events, unread: the caller refuses it.
+   */
+  getTask(id: number, withEvents: boolean | EventWindow, reader?: Actor): Promise<TaskWithEvents>;
   findTasks(query: FindTasksQuery): Promise<Task[]>;
   readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
   stats(): Promise<TaskStats>;

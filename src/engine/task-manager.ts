@@ -135,7 +135,8 @@ export function createTaskManager(opts: TaskManagerOptions): TaskManager {
       return publish(await store.transition(parsed));
     },
     async getTask(id, o = {}) {
-      const task = await store.getTask(S.parse(S.taskId, id, 'task id'), o.events === undefined ? true : S.parse(S.eventWindow, o.events, 'event window'));
+      // With `as`, a task it may not read is refused before its events are read.
+      const task = await store.getTask(S.parse(S.taskId, id, 'task id'), o.events === undefined ? true : S.parse(S.eventWindow, o.events, 'event window'), o.as);
       if (o.as === undefined) return task;
       assertReadable(o.as, task);
       return { ...task, events: eventsForReader(o.as, task, task.events) };

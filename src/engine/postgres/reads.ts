@@ -15,11 +15,12 @@
  * by about one look. A long transaction that wrote an event holds it back until it ends:
  * events behind it arrive late, never out of order and never lost.
  */
+import { mayRead } from '../authority.js';
 import { EngineError } from '../errors.js';
 import { type EventRow, type TaskRow, SUMMARY_COLUMNS, toEvent, toTask } from '../task-rows.js';
 import type { EventWindow, ReadEventsQuery } from '../store.js';
 import { TASK_STATES } from '../types.js';
-import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
+import type { Actor, FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
 import type { PgConnection } from './connection.js';
 import { EVENT_LOCK_CLASS, eventLockKey } from './schema.js';
 
@@ -106,7 +107,7 @@ export function createHorizon(conn: PgConnection): Horizon {
 }
 
 export interface PgReads {
-  getTask(id: number, withEvents: boolean | EventWindow): Promise<TaskWithEvents>;
+  getTask(id: number, withEvents: boolean | EventWindow, reader?: Actor): Promise<TaskWithEvents>;
   findTasks(query: FindTasksQuery): Promise<Task[]>;
   readEvents(query: ReadEventsQuery): Promise<TaskEvent[]>;
   stats(): Promise<TaskStats>;
@@ -163,13 +164,14 @@ export function listingSql(q: FindTasksQuery): { text: string; params: unknown[]
 export function createReads(conn: PgConnection, horizon: Horizon): PgReads {
   const { query } = conn;
   return {
-    async getTask(id, withEvents) {
+    async getTask(id, withEvents, reader) {
       const [row] = await query<Row>('SELECT * FROM tasks WHERE id = $1', [id]);
       if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-      if (withEvents === false) return { ...toTask(row), events: [] };
+      const task = toTask(row);
+      if (withEvents === false || (reader !== undefined && !mayRead(reader, task))) return { ...task, events: [] };
       if (withEvents === true) {
         const all = await query<Ev>('SELECT * FROM task_events WHERE task_id = $1 ORDER BY id', [id]);
-        return { ...toTask(row), events: all.map(toEvent) };
+        return { ...task, events: all.map(toEvent) };
       }
       // A window stops at the settled horizon, as readEvents does: ids are handed out before
       // commit, and a task's events do not all commit in id order (its breaker events are
@@ -180,7 +182,7 @@ export function createReads(conn: PgConnection, horizon: Horizon): PgReads {
         'SELECT * FROM task_events WHERE task_id = $1 AND id < $2 AND id <= $3 ORDER BY id DESC LIMIT $4',
         [id, withEvents.beforeId ?? Number.MAX_SAFE_INTEGER, upTo, withEvents.last],
       );
-      return { ...toTask(row), events: newest.reverse().map(toEvent) };
+      return { ...task, events: newest.reverse().map(toEvent) };
     },
     async findTasks(q) {
       const { text, params } = listingSql(q);

@@ -194,7 +194,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         const marked = await markStale(q, now);
         return reclaimStale(q, o.graceMs, now, events, marked);
       }),
-    getTask: (id, withEvents) => read(() => reads.getTask(id, withEvents)),
+    getTask: (id, withEvents, reader) => read(() => reads.getTask(id, withEvents, reader)),
     findTasks: (query) => read(() => reads.findTasks(query)),
     readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),
     stats: () => read(() => reads.stats()),

@@ -1,7 +1,8 @@
 /** Read queries: one task with its events, filtered lists, the event log by cursor, counts. */
+import { mayRead } from '../authority.js';
 import { EngineError } from '../errors.js';
 import type { EventWindow, ReadEventsQuery } from '../store.js';
-import type { FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
+import type { Actor, FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
 import { TASK_STATES } from '../types.js';
 import type { Statement } from 'better-sqlite3';
 import type { Db } from './connection.js';
@@ -9,7 +10,7 @@ import { type EventRow, PREV_OF, type TaskRow, toEvent, toTask } from './rows.js
 import { SUMMARY_COLUMNS } from '../task-rows.js';
 
 export interface Reads {
-  getTask(id: number, withEvents: boolean | EventWindow): TaskWithEvents;
+  getTask(id: number, withEvents: boolean | EventWindow, reader?: Actor): TaskWithEvents;
   findTasks(query: FindTasksQuery): Task[];
   readEvents(query: ReadEventsQuery): TaskEvent[];
   stats(): TaskStats;
@@ -79,11 +80,13 @@ export function prepareReads(db: Db): Reads {
   // a third: one read transaction makes them one snapshot. Without it an event committed
   // between the two showed while an earlier one of the other kind did not, and a reader whose
   // cursor moved past it (a task's stream, task_get's pages) never saw that one.
-  const oneTask = db.transaction((id: number, withEvents: boolean | EventWindow): TaskWithEvents => {
+  const oneTask = db.transaction((id: number, withEvents: boolean | EventWindow, reader: Actor | undefined): TaskWithEvents => {
     const row = getRow.get(id);
     if (row === undefined) throw new EngineError('TASK_NOT_FOUND', `task ${id} does not exist`, { task_id: id });
-    const events = withEvents === false ? [] : withEvents === true ? taskEventsAfter(id, 0, -1) : taskEventsBefore(id, withEvents);
-    return { ...toTask(row), events: events.map(toEvent) };
+    const task = toTask(row);
+    if (withEvents === false || (reader !== undefined && !mayRead(reader, task))) return { ...task, events: [] };
+    const events = withEvents === true ? taskEventsAfter(id, 0, -1) : taskEventsBefore(id, withEvents);
+    return { ...task, events: events.map(toEvent) };
   });
   const oneTaskEvents = db.transaction((taskId: number, after: number, limit: number) => taskEventsAfter(taskId, after, limit));
   // Counting a state reads its whole index range. stats counts the states in chunks, round
@@ -208,7 +211,7 @@ export function prepareReads(db: Db): Reads {
   });
 
   return {
-    getTask: (id, withEvents) => oneTask.deferred(id, withEvents),
+    getTask: (id, withEvents, reader) => oneTask.deferred(id, withEvents, reader),
     // One read transaction: an agent's page is several statements (its branches, a page per
     // state), and a task moving between two of them (claimed away from the pending branch into
     // the held one) must be seen on one side or the other, never on neither.

@@ -313,7 +313,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
     },
     transition: (input) => write('transition', (events, at) => transition(input, at, events)),
     sweep: (o: SweepOptions) => write('sweep', (events, at) => sweep(o.graceMs, at, events)),
-    getTask: async (id, withEvents) => read('read task', () => reads.getTask(id, withEvents)),
+    getTask: async (id, withEvents, reader) => read('read task', () => reads.getTask(id, withEvents, reader)),
     findTasks: async (query) => read('list tasks', () => reads.findTasks(query)),
     readEvents: async (query: ReadEventsQuery) => read('read events', () => reads.readEvents(query)),
     stats: async () => read('stats', () => reads.stats()),
