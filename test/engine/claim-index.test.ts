@@ -12,8 +12,8 @@ import { budgetOfTask } from '../../src/workers/budget.js';
 import { operator, tempDir } from '../helpers.js';
 
 const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
-const plan = (db: Database.Database, withCard: boolean) =>
-  (db.prepare(`EXPLAIN QUERY PLAN ${pickSql(withCard)}`).all('default', Date.now(), 'a', '[]') as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+const plan = (db: Database.Database, withCard: boolean, withCaps = false) =>
+  (db.prepare(`EXPLAIN QUERY PLAN ${pickSql(withCard, withCaps)}`).all({ queue: 'default', now: Date.now(), agent: 'a', caps: '[]' }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
 
 describe('the daemon pick', () => {
   it('a daemon reads tasks_claimable_card, an agent tasks_claimable; the daemon takes the task with a card behind 200 without one', async () => {
@@ -27,6 +27,36 @@ describe('the daemon pick', () => {
     const claimed = await createSqliteRunStore(store).claimRun({ agent: 'daemon-x', withCard: true }, (t, now) => budgetOfTask(t.card, now));
     expect(claimed?.task.id).toBe(carded);
     await tm.close();
+  });
+
+  it('a claim never steps over tasks reserved for another agent or requiring what it lacks: each kind has its own index (migration 10)', async () => {
+    const path = join(tempDir(), 'flood.db');
+    const store = createSqliteStore({ path });
+    const tm = createTaskManager({ store });
+    try {
+      // A hostile agent's flood, at the priority everyone's work has, ahead of the real task.
+      const mallory = { id: 'mallory', role: 'agent' as const };
+      await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for a ghost ${i}`, forAgent: 'ghost', card: CARD })), mallory);
+      await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `needs magic ${i}`, requires: ['magic'], card: CARD })), mallory);
+      const real = (await tm.createTask({ title: 'real', card: CARD }, operator)).task.id;
+      for (const withCard of [false, true]) {
+        const twin = withCard ? '_card' : '';
+        for (const withCaps of [false, true]) {
+          const p = plan(store.db, withCard, withCaps);
+          // Each part is read from its own index, the reserved one by the claimer's name: nothing else is searched.
+          expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable${twin} \\(queue=\\?\\)`));
+          expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_reserved${twin} \\(for_agent=\\? AND queue=\\?\\)`));
+          expect(p.includes(`tasks_claimable_requiring${twin} `)).toBe(withCaps);
+          expect(p).not.toMatch(/SCAN tasks\b/);
+        }
+      }
+      // The ghost's tasks are only in the reserved index under its name; the magic ones only in the requiring one.
+      const entries = (index: string) => store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND ${index.includes('reserved') ? 'for_agent IS NOT NULL' : `for_agent IS NULL AND requires IS ${index.includes('requiring') ? 'NOT ' : ''}NULL`} AND queue = 'default'`).pluck().get();
+      expect([entries('tasks_claimable'), entries('tasks_claimable_reserved'), entries('tasks_claimable_requiring')]).toEqual([1, 1000, 1000]);
+      expect((await tm.claimTask({ agent: 'alice' }))?.id).toBe(real);
+    } finally {
+      await tm.close();
+    }
   });
 
   it('a claim without its look (a burst) claims what is there, and finds nothing without a write when nothing is', async () => {

@@ -267,6 +267,28 @@ export const MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX IF NOT EXISTS tasks_by_creator ON tasks (creator, creator_role);
   `,
+  // 10: the claimable tasks in three parts, each with a daemon's twin of the tasks with a card:
+  // those anyone may claim, those reserved for one agent (by agent), those that require
+  // capabilities. A claim reads the first of each part it may take from (claim.ts pickSql):
+  // in one index it stepped over every task reserved for another agent or requiring what it
+  // lacks, and an agent could make every claim slow by creating such tasks. A pending task is
+  // in one part (and its twin): no more index writes than before.
+  `
+  DROP INDEX IF EXISTS tasks_claimable;
+  DROP INDEX IF EXISTS tasks_claimable_card;
+  CREATE INDEX tasks_claimable ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL;
+  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_reserved ON tasks (for_agent, queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL;
+  CREATE INDEX tasks_claimable_reserved_card ON tasks (for_agent, queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_requiring ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NOT NULL;
+  CREATE INDEX tasks_claimable_requiring_card ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NOT NULL AND card <> '{}';
+  `,
 ];
 
 /**
