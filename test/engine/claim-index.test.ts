@@ -16,14 +16,14 @@ const plan = (db: Database.Database, withCard: boolean, withCaps = false) =>
   (db.prepare(`EXPLAIN QUERY PLAN ${pickSql(withCard, withCaps)}`).all({ queue: 'default', now: Date.now(), agent: 'a', caps: '[]' }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
 
 describe('the daemon pick', () => {
-  it('a daemon reads tasks_claimable_card, an agent tasks_claimable; the daemon takes the task with a card behind 200 without one', async () => {
+  it('a daemon reads tasks_claimable_open_card, an agent tasks_claimable_open; the daemon takes the task with a card behind 200 without one', async () => {
     const path = join(tempDir(), 'tasks.db');
     const store = createSqliteStore({ path });
     const tm = createTaskManager({ store });
     await tm.createTasks(Array.from({ length: 200 }, (_, i) => ({ title: `for an agent ${i}`, priority: 5 })), operator);
     const carded = (await tm.createTask({ title: 'for a daemon', card: CARD }, operator)).task.id;
-    expect(plan(store.db, true)).toMatch(/USING INDEX tasks_claimable_card\b/);
-    expect(plan(store.db, false)).toMatch(/USING INDEX tasks_claimable\b/);
+    expect(plan(store.db, true)).toMatch(/USING INDEX tasks_claimable_open_card\b/);
+    expect(plan(store.db, false)).toMatch(/USING INDEX tasks_claimable_open\b/);
     const claimed = await createSqliteRunStore(store).claimRun({ agent: 'daemon-x', withCard: true }, (t, now) => budgetOfTask(t.card, now));
     expect(claimed?.task.id).toBe(carded);
     await tm.close();
@@ -44,7 +44,7 @@ describe('the daemon pick', () => {
         for (const withCaps of [false, true]) {
           const p = plan(store.db, withCard, withCaps);
           // Each part is read from its own index, the reserved one by the claimer's name: nothing else is searched.
-          expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable${twin} \\(queue=\\?\\)`));
+          expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_open${twin} \\(queue=\\?\\)`));
           expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_reserved${twin} \\(for_agent=\\? AND queue=\\?\\)`));
           expect(p.includes(`tasks_claimable_requiring${twin} `)).toBe(withCaps);
           expect(p).not.toMatch(/SCAN tasks\b/);
@@ -52,7 +52,7 @@ describe('the daemon pick', () => {
       }
       // The ghost's tasks are only in the reserved index under its name; the magic ones only in the requiring one.
       const entries = (index: string) => store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND ${index.includes('reserved') ? 'for_agent IS NOT NULL' : `for_agent IS NULL AND requires IS ${index.includes('requiring') ? 'NOT ' : ''}NULL`} AND queue = 'default'`).pluck().get();
-      expect([entries('tasks_claimable'), entries('tasks_claimable_reserved'), entries('tasks_claimable_requiring')]).toEqual([1, 1000, 1000]);
+      expect([entries('tasks_claimable_open'), entries('tasks_claimable_reserved'), entries('tasks_claimable_requiring')]).toEqual([1, 1000, 1000]);
       expect((await tm.claimTask({ agent: 'alice' }))?.id).toBe(real);
     } finally {
       await tm.close();
@@ -98,7 +98,7 @@ describe('the daemon pick', () => {
     const store = createSqliteStore({ path });
     try {
       expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
-      expect(store.db.prepare("SELECT sql FROM sqlite_master WHERE name = 'tasks_claimable_card'").pluck().get()).toMatch(/card <> '\{\}'/);
+      expect(store.db.prepare("SELECT sql FROM sqlite_master WHERE name = 'tasks_claimable_open_card'").pluck().get()).toMatch(/card <> '\{\}'/);
     } finally {
       await store.close();
     }

@@ -1,10 +1,13 @@
 /**
- * On PostgreSQL too, a daemon's pick reads the index of the tasks that carry a card (schema
- * version 4): 2,000 tasks waiting for agents are not in its way.
+ * On PostgreSQL too, a pick reads the claimable tasks in parts (schema version 6), and a
+ * daemon's the twins that hold only tasks with a card (version 4): 2,000 tasks waiting for
+ * agents, and tasks reserved for another agent or requiring what it lacks, are not in its way.
  */
 import { describe, expect, it } from 'vitest';
-import { pickOpening, pickSql } from '../../src/engine/postgres/claim.js';
-import { freshManager, operator } from '../helpers.js';
+import { claimOneSql, lookSql, pickOpening } from '../../src/engine/postgres/claim.js';
+import { agent, freshManager, operator } from '../helpers.js';
+import { budgetOfTask } from '../../src/workers/budget.js';
+import { portsOf } from '../stores.js';
 import { sql, withClient } from './sql.js';
 
 const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
@@ -14,30 +17,79 @@ const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: 
  * after a few executions is the generic one (forced here).
  */
 async function indexesOf(url: string, text: string, params: unknown[], types: string[]): Promise<string[]> {
+  const plan = await planOf(url, text, params, types);
+  // A part is walked in claim order from its index, never read whole (a bitmap) or scanned.
+  expect(plan).not.toMatch(/"Node Type":"(Seq Scan|Bitmap Heap Scan)"/);
+  return [...plan.matchAll(/"Index Name":"(\w+)"/g)].map((m) => m[1]!);
+}
+
+async function planOf(url: string, text: string, params: unknown[], types: string[]): Promise<string> {
   return withClient(url, async (client) => {
     await client.query('SET plan_cache_mode = force_generic_plan');
-    await client.query(`PREPARE pick (${types.join(', ')}) AS ${text}`);
-    const literals = params.map((v) => (v === null ? 'NULL' : typeof v === 'number' ? String(v) : client.escapeLiteral(String(v)))).join(', ');
+    await client.query(`PREPARE pick ${types.length > 0 ? `(${types.join(', ')})` : ''} AS ${text}`);
+    const literals = params.map((v) => (v === null ? 'NULL' : typeof v === 'number' || typeof v === 'boolean' ? String(v) : client.escapeLiteral(String(v)))).join(', ');
     const { rows } = await client.query(`EXPLAIN (FORMAT JSON) EXECUTE pick (${literals})`);
-    return [...JSON.stringify(rows[0]['QUERY PLAN']).matchAll(/"Index Name":"(\w+)"/g)].map((m) => m[1]!);
+    return JSON.stringify(rows[0]['QUERY PLAN']);
   });
 }
 
-describe('the daemon pick on PostgreSQL', () => {
-  it('a daemon reads tasks_claimable_card, an agent tasks_claimable', async () => {
+describe('the pick on PostgreSQL', () => {
+  it('reads each part of the claimable tasks from its own index (a daemon the twins of tasks with a card), generic plan, never a scan', async () => {
     const tm = freshManager();
-    for (let i = 0; i < 2000; i += 500) {
-      await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `for an agent ${i + j}`, priority: 5 })), operator);
+    for (let i = 0; i < 10_000; i += 1000) {
+      await tm.createTasks(Array.from({ length: 1000 }, (_, j) => ({ title: `for an agent ${i + j}`, priority: 5 })), operator);
     }
+    // A hostile agent's flood: reserved for a made-up agent, or requiring what no one has.
+    await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `for a ghost ${j}`, forAgent: 'ghost', card: CARD })), agent('mallory'));
+    await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `needs magic ${j}`, requires: ['magic'], card: CARD })), agent('mallory'));
     await tm.createTask({ title: 'for a daemon', card: CARD }, operator);
-    await sql(tm.path, 'ANALYZE tasks');
-    // The claim's own pick (its first round trip, FOR UPDATE SKIP LOCKED), and the look before it.
-    for (const withCard of [true, false]) {
-      const opening = pickOpening({ agent: 'a', withCard }, undefined);
-      const index = withCard ? 'tasks_claimable_card' : 'tasks_claimable';
-      expect(await indexesOf(tm.path, opening.sql, opening.args, opening.types)).toEqual([index]);
-      expect(await indexesOf(tm.path, pickSql(withCard, 'id', false), ['default', Date.now(), 'a', '[]'], ['text', 'bigint', 'text', 'text'])).toEqual([index]);
+    // The claim's own pick (its first round trip, FOR UPDATE SKIP LOCKED), the look before it and
+    // the one-statement claim: before the table's statistics are gathered (a burst of creates)
+    // and after.
+    for (const analyzed of [false, true]) {
+      if (analyzed) await sql(tm.path, 'ANALYZE tasks');
+      for (const withCard of [true, false]) {
+        for (const caps of [[], ['gpu']]) {
+          const twin = withCard ? '_card' : '';
+          const parts = [`tasks_claimable_open${twin}`, `tasks_claimable_reserved${twin}`, ...(caps.length > 0 ? [`tasks_claimable_requiring${twin}`] : [])];
+          const opening = pickOpening({ agent: 'a', withCard, capabilities: caps }, undefined);
+          // Each part from its own index; the task itself then by its id.
+          const byId = ['tasks_pkey', 'tasks_by_queue'];
+          for (const used of [
+            await indexesOf(tm.path, opening.sql, opening.args, opening.types),
+            await indexesOf(tm.path, lookSql(withCard, caps.length > 0, 'id'), ['default', Date.now(), 'a', JSON.stringify(caps)], ['text', 'bigint', 'text', 'text']),
+            // The one-statement claim (TaskManager.claimTask): its parameters' types are inferred.
+            await indexesOf(tm.path, claimOneSql(withCard, caps.length > 0, false), ['default', 'a', JSON.stringify(caps), null, 'claimed', 't', 60_000, null, 'a', 'b', 'c', 'd', false], []),
+          ]) {
+            expect(parts.filter((p) => !used.includes(p)), opening.name).toEqual([]);
+            expect(used.filter((n) => !parts.includes(n) && !byId.includes(n)), opening.name).toEqual([]);
+          }
+        }
+      }
     }
+    // Nothing walks the flood: the pick returns the real task having read a handful of rows.
+    expect((await tm.claimTask({ agent: 'a', withCard: true }))?.title).toBe('for a daemon');
+    expect((await tm.claimTask({ agent: 'a', capabilities: ['gpu'] }))?.title).toBe('for an agent 0');
+    await tm.close();
+  });
+
+  it('with the first entries of every part held by other claimers, a claim takes the next free task (both ways of claiming), never nothing', async () => {
+    const tm = freshManager();
+    const { runs } = portsOf(tm);
+    const open = (await tm.createTasks(Array.from({ length: 12 }, (_, i) => ({ title: `open ${i}`, card: CARD })), operator)).map((c) => c.task.id);
+    const mine = (await tm.createTasks(Array.from({ length: 6 }, (_, i) => ({ title: `for a ${i}`, forAgent: 'a', card: CARD })), operator)).map((c) => c.task.id);
+    await withClient(tm.path, async (holder) => {
+      // Another claimer's transaction holds the first entries (more than a fast pick tries) of both parts.
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM tasks WHERE id = ANY($1) FOR UPDATE', [[...open.slice(0, 8), ...mine.slice(0, 8)]]);
+      // One statement (TaskManager.claimTask) and a transaction's first round trip (a daemon's claimRun).
+      expect((await tm.claimTask({ agent: 'a' }))?.id).toBe(open[8]);
+      const run = await runs.claimRun({ agent: 'a', withCard: true }, (t, now) => budgetOfTask(t.card, now));
+      expect(run?.task.id).toBe(open[9]);
+      await holder.query('ROLLBACK');
+    });
+    // With the locks gone, the held entries are claimable again, in order.
+    expect((await tm.claimTask({ agent: 'a' }))?.id).toBe(open[0]);
     await tm.close();
   });
 });

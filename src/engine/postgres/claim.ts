@@ -11,17 +11,72 @@ import { NOW_MS, type Opening, type Query } from './connection.js';
 import { appendEvents, lockTask, writeWithEvents } from './moves.js';
 
 const capsOf = (input: ClaimInput): string => JSON.stringify(input.capabilities ?? []);
+const hasCaps = (input: ClaimInput): boolean => (input.capabilities?.length ?? 0) > 0;
 
-// tasks_claimable holds (queue, priority DESC, id) of the pending tasks with no unmet
-// dependency: the first eligible entry is the claim (a daemon's pick, of tasks with a card,
-// reads tasks_claimable_card). Capabilities are JSON text: a task's
-// requirements must be contained in the claimer's.
-export const pickSql = (withCard: boolean, columns: string, lock: boolean) =>
-  `SELECT ${columns} FROM tasks
-   WHERE state = 'pending' AND unmet_deps = 0 AND queue = $1 AND run_after <= $2
-     AND (for_agent IS NULL OR for_agent = $3)
-     AND (requires IS NULL OR requires::jsonb <@ $4::jsonb)${withCard ? "\n     AND card <> '{}'" : ''}
-   ORDER BY priority DESC, id LIMIT 1${lock ? ' FOR UPDATE SKIP LOCKED' : ''}`;
+/** Where a pick's values come from: a parameter ($n) or an expression (the transaction's clock). */
+export type PickValues = { queue: string; now: string; agent: string; caps: string };
+const PARAMS: PickValues = { queue: '$1', now: '$2', agent: '$3', caps: '$4' };
+
+/**
+ * The parts of the claimable tasks this claimer may take from, each with its own partial
+ * index in claim order (migration 6, as SQLite's 10): those anyone may claim, those reserved
+ * for this agent, and (a claimer with capabilities) those requiring some. In one index a claim
+ * stepped over every task reserved for another agent or requiring what it lacked, so an agent
+ * could make every claim slow by creating such tasks. Capabilities are JSON text: a task's
+ * requirements must be contained in the claimer's.
+ */
+function pickParts(v: PickValues, withCard: boolean, withCaps: boolean): string[] {
+  const base = `state = 'pending' AND unmet_deps = 0 AND queue = ${v.queue} AND run_after <= ${v.now}${withCard ? " AND card <> '{}'" : ''}`;
+  // As a CASE: the planner guesses `<@` matches one row in a thousand, and then reads a whole
+  // part (every task requiring capabilities) through a bitmap and sorts it, on every claim,
+  // where walking the part in claim order stops at its first match. A CASE it guesses at half.
+  const meets = `CASE WHEN requires::jsonb <@ ${v.caps}::jsonb THEN true ELSE false END`;
+  const parts = [`${base} AND for_agent IS NULL AND requires IS NULL`, `${base} AND for_agent = ${v.agent} AND (requires IS NULL OR ${meets})`];
+  if (withCaps) parts.push(`${base} AND for_agent IS NULL AND requires IS NOT NULL AND ${meets}`);
+  return parts;
+}
+const ORDER = 'ORDER BY priority DESC, id';
+/** How many of each part's first entries a locking pick tries before it falls back to locking each part's first unlocked one. */
+const CANDIDATES = 4;
+
+/** A look (no lock): the best of each part's first entry. */
+export const lookSql = (withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS): string =>
+  `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${pickParts(v, withCard, withCaps)
+    .map((part) => `(SELECT id, priority FROM tasks WHERE ${part} ${ORDER} LIMIT 1)`)
+    .join(' UNION ALL ')}) f ${ORDER} LIMIT 1)`;
+
+/**
+ * A pick that locks the task it returns (FOR UPDATE SKIP LOCKED), as CTEs (`with`, names
+ * starting pick_) and the SELECT that reads them (`select`, one row or none).
+ * - `fast`: it takes the first few entries of each part without a lock and locks the best of
+ *   them still claimable (SKIP LOCKED passes those other claimers hold). It locks no other row.
+ *   pick_cand counts what it chose from: none found with some there means other claimers hold
+ *   them all (many at once), and the caller picks again `slow`ly.
+ * - `slow`: it locks each part's first free entry and takes the best, leaving the others
+ *   locked until its transaction ends (a claimer that meets one passes it, as it passes a task
+ *   being claimed).
+ */
+export function pickSql(withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS, slow = false): { with: string; select: string } {
+  const parts = pickParts(v, withCard, withCaps);
+  if (slow) {
+    const firsts = parts.map((part, i) => `pick_first${i} AS (SELECT id, priority FROM tasks WHERE ${part} ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)`);
+    return {
+      with: firsts.join(',\n     '),
+      select: `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${firsts.map((_, i) => `SELECT * FROM pick_first${i}`).join(' UNION ALL ')}) f ${ORDER} LIMIT 1)`,
+    };
+  }
+  const candidates = parts.map((part) => `(SELECT id FROM tasks WHERE ${part} ${ORDER} LIMIT ${CANDIDATES})`).join(' UNION ALL ');
+  // Still claimable (re-checked on the row's newest version once locked), as a CASE: as plain
+  // terms they matched the parts' indexes, and the planner read every claimable task through
+  // them (27,000 rows, 45 ms) to keep the few ids pick_cand holds.
+  const still = `CASE WHEN ${parts.map((part) => `(${part})`).join(' OR ')} THEN true ELSE false END`;
+  return {
+    with: `pick_cand AS MATERIALIZED (${candidates})`,
+    select: `SELECT ${columns} FROM tasks WHERE id IN (SELECT id FROM pick_cand) AND ${still} ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED`,
+  };
+}
+/** An SQL expression: whether a fast pick had entries to choose from (read beside its result). */
+export const PICK_HAD_CANDIDATES = 'EXISTS (SELECT 1 FROM pick_cand)';
 
 /**
  * A claim without a task id picks in the transaction's first round trip, with BEGIN and the
@@ -30,10 +85,12 @@ export const pickSql = (withCard: boolean, columns: string, lock: boolean) =>
  */
 export function pickOpening(input: ClaimInput, fixedNow: number | undefined): Opening {
   const withCard = input.withCard === true;
-  const pick = pickSql(withCard, '*', true).replace('$2', 'c.now').replace('$3', '$2').replace('$4', '$3');
+  const withCaps = hasCaps(input);
+  const pick = pickSql(withCard, withCaps, '*', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM pick_clock)' });
   return {
-    name: withCard ? 'taskloop_pick_card' : 'taskloop_pick',
-    sql: `SELECT c.now, t.* FROM (SELECT coalesce($4, ${NOW_MS}) AS now) c LEFT JOIN LATERAL (${pick}) t ON true`,
+    name: `taskloop_pick${withCard ? '_card' : ''}${withCaps ? '_caps' : ''}`,
+    sql: `WITH pick_clock AS (SELECT coalesce($4, ${NOW_MS}) AS now), ${pick.with}
+     SELECT c.now, ${PICK_HAD_CANDIDATES} AS pick_had, t.* FROM pick_clock c LEFT JOIN (${pick.select}) t ON true`,
     types: ['text', 'text', 'text', 'bigint'],
     args: [input.queue ?? DEFAULT_QUEUE, input.agent, capsOf(input), fixedNow ?? null],
     givesNow: true,
@@ -49,30 +106,41 @@ export function primePick(q: Query, row: Record<string, unknown> | undefined): v
 
 /** Whether a claim by `input` (without a task id) would find a task now: a read, no lock taken. */
 export async function claimable(q: Query, input: ClaimInput, now: number): Promise<boolean> {
-  const rows = await q(pickSql(input.withCard === true, 'id', false), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
+  const rows = await q(lookSql(input.withCard === true, hasCaps(input), 'id'), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
   return rows.length > 0;
 }
 
 /** Claims inside the caller's transaction: the claimed task, or null when none is claimable. */
+/** A pick inside the caller's transaction: the task's columns (null when none) and, fast, pick_had. */
+async function pickIn(q: Query, input: ClaimInput, now: number, slow: boolean): Promise<Record<string, unknown> | undefined> {
+  const pick = pickSql(input.withCard === true, hasCaps(input), '*', PARAMS, slow);
+  const had = slow ? 'false' : PICK_HAD_CANDIDATES;
+  const [found] = await q(`WITH ${pick.with} SELECT ${had} AS pick_had, t.* FROM (SELECT 1) one LEFT JOIN (${pick.select}) t ON true`, [
+    input.queue ?? DEFAULT_QUEUE,
+    now,
+    input.agent,
+    capsOf(input),
+  ]);
+  return found;
+}
+
 export async function claimTask(q: Query, input: ClaimInput, now: number, events: TaskEvent[]): Promise<ClaimedTask | null> {
   let row: TaskRow;
   if (input.taskId !== undefined) {
     row = checkClaimTarget(await lockTask(q, input.taskId), input, now);
-  } else if (picked.has(q)) {
-    const found = picked.get(q);
-    picked.delete(q);
-    if (found === undefined || found.id === null) return null;
-    const { now: _, ...columns } = found;
-    row = columns as unknown as TaskRow;
   } else {
-    const [first] = await q<TaskRow & Record<string, unknown>>(pickSql(input.withCard === true, '*', true), [
-      input.queue ?? DEFAULT_QUEUE,
-      now,
-      input.agent,
-      capsOf(input),
-    ]);
-    if (first === undefined) return null;
-    row = first;
+    const found = picked.has(q) ? picked.get(q) : await pickIn(q, input, now, false);
+    picked.delete(q);
+    const { now: _, pick_had: had, ...columns } = found ?? {};
+    if (columns.id === null || columns.id === undefined) {
+      if (had !== true) return null;
+      // Other claimers held every entry the pick chose from: pick again, locking each part's first free one.
+      const again = await pickIn(q, input, now, true);
+      if (again?.id === null || again?.id === undefined) return null;
+      row = again as unknown as TaskRow;
+    } else {
+      row = columns as unknown as TaskRow;
+    }
   }
   const taken = takeClaim(row, input, now);
   await appendEvents(q, taken.events);
@@ -94,19 +162,12 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
 const CLAIMED_TEXT = JSON.stringify(claimedData(-1, -2)).split(/-[12]/);
 const STARTED_TEXT = JSON.stringify(startedData());
 
-/**
- * A claim without a task id, outside any transaction, in one autocommit statement and one
- * round trip: the pick (`FOR UPDATE SKIP LOCKED`), the row's claim and its events, on one
- * reading of the clock. It writes what `takeClaim` would (claims.ts claimTerms and the
- * events' data): a picked task is pending, which any agent may claim. Null when nothing is
- * claimable; a statement that fails writes nothing.
- */
-export async function claimOne(query: Query, input: ClaimInput, fixedNow: number | undefined): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
-  const { state, leaseMs, token } = claimTerms(input);
-  const pick = pickSql(input.withCard === true, 'id', true).replace('$2', '(SELECT now FROM c)').replace('$3', '$2').replace('$4', '$3');
-  const [row] = await query<TaskRow & { first_event: number; last_event: number }>(
-    `WITH c AS (SELECT coalesce($4::bigint, ${NOW_MS}) AS now),
-     p AS (${pick}),
+/** The one statement of claimOne (exported for the plan test): $1 queue, $2 agent, $3 capabilities, $4 the clock … */
+export function claimOneSql(withCard: boolean, withCaps: boolean, slow: boolean): string {
+  const pick = pickSql(withCard, withCaps, 'id', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM c)' }, slow);
+  return `WITH c AS (SELECT coalesce($4::bigint, ${NOW_MS}) AS now),
+     ${pick.with},
+     p AS (${pick.select}),
      u AS (UPDATE tasks t SET state = $5, assignee = $2, claim_token = $6, attempts = t.attempts + 1, lease_ms = $7::bigint,
        lease_expires_at = c.now + $7::bigint, stale_since = NULL, updated_at = c.now, worker_id = coalesce($8, t.worker_id)
        FROM p, c WHERE t.id = p.id RETURNING t.*),
@@ -116,7 +177,27 @@ export async function claimOne(query: Query, input: ClaimInput, fixedNow: number
          (1, 'task.claimed', pg_catalog.concat($9::text, u.attempts, $10::text, u.lease_expires_at, $11::text)),
          (2, 'task.transitioned', $12::text)) x(n, type, data)
        WHERE x.n = 1 OR $13::boolean ORDER BY x.n RETURNING id)
-     SELECT u.*, (SELECT pg_catalog.min(id) FROM e) AS first_event, (SELECT pg_catalog.max(id) FROM e) AS last_event FROM u`,
+     SELECT ${slow ? 'false' : PICK_HAD_CANDIDATES} AS pick_had, u.*, (SELECT pg_catalog.min(id) FROM e) AS first_event, (SELECT pg_catalog.max(id) FROM e) AS last_event
+     FROM (SELECT 1) one LEFT JOIN u ON true`;
+}
+
+/**
+ * A claim without a task id, outside any transaction, in one autocommit statement and one
+ * round trip: the pick (`FOR UPDATE SKIP LOCKED`), the row's claim and its events, on one
+ * reading of the clock. It writes what `takeClaim` would (claims.ts claimTerms and the
+ * events' data): a picked task is pending, which any agent may claim. Null when nothing is
+ * claimable; a statement that fails writes nothing. When other claimers held every entry its
+ * pick chose from, it picks again `slow`ly (pickSql).
+ */
+export async function claimOne(
+  query: Query,
+  input: ClaimInput,
+  fixedNow: number | undefined,
+  slow = false,
+): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
+  const { state, leaseMs, token } = claimTerms(input);
+  const [row] = await query<TaskRow & { first_event: number; last_event: number; pick_had: boolean }>(
+    claimOneSql(input.withCard === true, hasCaps(input), slow),
     [
       input.queue ?? DEFAULT_QUEUE,
       input.agent,
@@ -131,8 +212,9 @@ export async function claimOne(query: Query, input: ClaimInput, fixedNow: number
       input.start === true,
     ],
   );
-  if (row === undefined) return null;
-  const { first_event: first, last_event: last, ...columns } = row;
+  const { first_event: first, last_event: last, pick_had: had, ...columns } = row!;
+  // Other claimers held every entry the pick chose from: pick again, locking each part's first free one.
+  if (columns.id === null) return had === true ? claimOne(query, input, fixedNow, true) : null;
   const task = toTask(columns as TaskRow) as ClaimedTask;
   task.claimToken = token;
   const event = (id: number, type: string, data: Record<string, unknown>): TaskEvent => ({

@@ -243,6 +243,29 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX IF NOT EXISTS tasks_by_creator ON tasks (creator, creator_role, id);
   `,
+  // 6: the claimable tasks in three parts, each with a daemon's twin of the tasks with a card,
+  // as on SQLite (its migration 10): those anyone may claim, those reserved for one agent (by
+  // agent), those that require capabilities. A pick reads the first entries of each part it
+  // may take from (claim.ts): in one index it stepped over every task reserved for another
+  // agent or requiring what it lacks, and an agent could make every claim slow by creating
+  // such tasks. A pending task is in one part (and its twin): no more index writes than before.
+  // IF NOT EXISTS: an operator may build them beforehand, CONCURRENTLY (README).
+  `
+  CREATE INDEX IF NOT EXISTS tasks_claimable_open ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_open_card ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_reserved ON tasks (for_agent, queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_reserved_card ON tasks (for_agent, queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_requiring ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_requiring_card ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NOT NULL AND card <> '{}';
+  DROP INDEX IF EXISTS tasks_claimable;
+  DROP INDEX IF EXISTS tasks_claimable_card;
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */

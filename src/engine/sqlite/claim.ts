@@ -25,7 +25,7 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
 /*
  * The best claimable task: the best of the first eligible entries of three partial indexes
  * (migration 10), each in claim order (queue, priority DESC, id):
- * - tasks_claimable: the tasks any agent may claim (reserved for none, requiring nothing);
+ * - tasks_claimable_open: the tasks any agent may claim (reserved for none, requiring nothing);
  * - tasks_claimable_reserved: those reserved for one agent, read for this claimer alone;
  * - tasks_claimable_requiring: those that require capabilities, read only by a claimer that
  *   has some.
@@ -46,7 +46,7 @@ export const pickSql = (withCard: boolean, withCaps: boolean, columns = TASK_COL
        WHERE state = 'pending' AND unmet_deps = 0 AND ${terms}${card} AND queue = @queue AND run_after <= @now
        ORDER BY priority DESC, id LIMIT 1)`;
   const firsts = [
-    first('tasks_claimable', 'for_agent IS NULL AND requires IS NULL'),
+    first('tasks_claimable_open', 'for_agent IS NULL AND requires IS NULL'),
     first('tasks_claimable_reserved', `for_agent = @agent AND (requires IS NULL OR ${MEETS_CAPS})`),
   ];
   if (withCaps) firsts.push(first('tasks_claimable_requiring', `for_agent IS NULL AND requires IS NOT NULL AND ${MEETS_CAPS}`));

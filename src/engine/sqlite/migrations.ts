@@ -276,9 +276,9 @@ export const MIGRATIONS: readonly string[] = [
   `
   DROP INDEX IF EXISTS tasks_claimable;
   DROP INDEX IF EXISTS tasks_claimable_card;
-  CREATE INDEX tasks_claimable ON tasks (queue, priority DESC)
+  CREATE INDEX tasks_claimable_open ON tasks (queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL;
-  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC)
+  CREATE INDEX tasks_claimable_open_card ON tasks (queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL AND card <> '{}';
   CREATE INDEX tasks_claimable_reserved ON tasks (for_agent, queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL;
