@@ -1,0 +1,60 @@
+/**
+ * What a hostile agent's flood costs everyone's claim: N tasks (25,000) at the priority
+ * everyone's work has, ahead of 2,000 real ones, that no claimer can take — reserved for a
+ * made-up agent, or requiring a capability no one offers — against no flood, in the same run.
+ * Time per claim (TaskManager.claimTask, an agent without capabilities), 500 claims after 50,
+ * on SQLite (a private temporary folder) and on PostgreSQL (an embedded server, or
+ * TASKLOOP_PG_URL; BENCH_PG=0 skips it). `npm run bench:claim`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { openStore } from '../dist/engine/index.js';
+import { startServer } from './lib/pg-server.mjs';
+
+const N = Number(process.env.N ?? 25_000);
+const K = 500;
+const KINDS = { none: {}, reserved: { forAgent: 'ghost' }, requiring: { requires: ['magic'] } };
+const mallory = { id: 'mallory', role: 'agent' };
+const operator = { id: 'operator', role: 'operator' };
+
+async function claimUs(path, kind) {
+  const store = await openStore({ path });
+  const { tm } = store;
+  try {
+    const junk = kind === 'none' ? 0 : N;
+    for (let i = 0; i < junk; i += 1000) await tm.createTasks(Array.from({ length: Math.min(1000, junk - i) }, (_, j) => ({ title: `junk ${i + j}`, ...KINDS[kind] })), mallory);
+    for (let i = 0; i < 2000; i += 1000) await tm.createTasks(Array.from({ length: 1000 }, (_, j) => ({ title: `real ${i + j}` })), operator);
+    for (let i = 0; i < 50; i++) await tm.claimTask({ agent: 'alice' });
+    const t0 = performance.now();
+    for (let i = 0; i < K; i++) {
+      const task = await tm.claimTask({ agent: 'alice' });
+      if (!task?.title.startsWith('real')) throw new Error(`claimed ${task?.title}`);
+    }
+    return ((performance.now() - t0) / K) * 1000;
+  } finally {
+    await store.close();
+  }
+}
+
+async function run(label, pathOf) {
+  const us = {};
+  for (const kind of Object.keys(KINDS)) us[kind] = await claimUs(pathOf(kind), kind);
+  const row = Object.entries(us).map(([k, v]) => `${k} ${v.toFixed(0)} µs${k === 'none' ? '' : ` (${(v / us.none).toFixed(2)}x)`}`);
+  console.log(`${label}, N=${N}: ${row.join(', ')}`);
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'claim-flood-'));
+try {
+  await run('sqlite', (kind) => join(dir, `${kind}.db`));
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
+if (process.env.BENCH_PG !== '0') {
+  const server = await startServer();
+  try {
+    await run('postgres', (kind) => `${server.url}${server.url.includes('?') ? '&' : '?'}schema=claim_flood_${kind}_${process.pid}`);
+  } finally {
+    await server.stop();
+  }
+}
