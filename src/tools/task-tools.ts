@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod/v4';
-import { type Actor, EngineError, type FindTasksQuery, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type FindTasksQuery, LIMITS, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -23,6 +23,13 @@ function claimer(ctx: ToolContext): string {
 }
 /** What task_get and task_list answer with at most: under the default 64 KiB output cap, with room for what wraps it. */
 export const ANSWER_BYTES = 60 * 1024; // under the default 64 KiB cap, with room for what wraps it
+/**
+ * The output cap of the tools that answer with a whole task: its card and result at their
+ * largest, an events page (task_get) and the rest. Under the default 64 KiB a task with a card
+ * of 64 KiB or more could not be read, and a write's answer was dropped after it took effect:
+ * task_claim's without its claim_token, so the agent held a task it could not move.
+ */
+export const TASK_ANSWER_CAP = LIMITS.cardBytes + LIMITS.resultBytes + ANSWER_BYTES + 32 * 1024;
 const taskId = z.int().positive().describe('the task id');
 const state = z.enum(TASK_STATES);
 
@@ -30,6 +37,7 @@ export const taskCreate = defineTool({
   name: 'task_create',
   description: 'Create a task (state pending). You become its creator. Returns the task.',
   kind: 'write',
+  maxOutputBytes: TASK_ANSWER_CAP,
   args: z.strictObject({
     title: z.string().min(1).max(500).describe('what the task is'),
     card: z.record(z.string(), z.unknown()).optional().describe('the task card (goal, allowed_tools, acceptance, budget …)'),
@@ -125,6 +133,7 @@ export const taskClaim = defineTool({
   name: 'task_claim',
   description: 'Claim a pending task (the given one, or the best one for you). Returns it with its claim_token, which later calls must present.',
   kind: 'write',
+  maxOutputBytes: TASK_ANSWER_CAP,
   args: z.strictObject({
     task_id: taskId.optional(),
     queue: z.string().optional(),
@@ -147,6 +156,7 @@ export const taskTransition = defineTool({
   name: 'task_transition',
   description: 'Move a task to another state: claimed → in_progress → review, or waiting/failed. Present your claim_token while the task is claimed or in progress. You cannot pass your own review.',
   kind: 'write',
+  maxOutputBytes: TASK_ANSWER_CAP,
   args: z.strictObject({
     task_id: taskId,
     to: state,
@@ -160,6 +170,7 @@ export const taskCancel = defineTool({
   name: 'task_cancel',
   description: 'Cancel a task you created.',
   kind: 'write',
+  maxOutputBytes: TASK_ANSWER_CAP,
   args: z.strictObject({ task_id: taskId, reason: z.string().max(2000).optional() }),
   execute: async (a, ctx) => toWireTask(await manager(ctx).cancelTask({ taskId: a.task_id, actor: me(ctx), reason: a.reason })),
 });
@@ -170,7 +181,8 @@ export const taskCancel = defineTool({
  * events (~185 KB), which read whole were over the tool's output cap: task_get failed on
  * exactly the tasks whose history an agent would want, after reading all of it. An event too
  * big for a page of its own shows with its data left out (`omitted_bytes`), so paging never
- * sticks. (A task whose card alone is over the cap is still refused by it.)
+ * sticks. A big task (a card or result of tens of KiB) leaves its events at least 8 KiB,
+ * under the tool's own cap (TASK_ANSWER_CAP).
  */
 const EVENT_PAGE_DEFAULT = 50;
 
@@ -193,6 +205,7 @@ export const taskGet = defineTool({
   description:
     'One task you may read (you created it, hold it or may claim it) with its newest events. When there are earlier ones, more_events_before is the id to pass as events_before to read the page before these.',
   kind: 'read',
+  maxOutputBytes: TASK_ANSWER_CAP,
   args: z.strictObject({
     task_id: taskId,
     events_before: z.int().positive().optional().describe('only events with a lower id (from more_events_before)'),
@@ -202,7 +215,9 @@ export const taskGet = defineTool({
     const limit = a.events_limit ?? EVENT_PAGE_DEFAULT;
     const t = await manager(ctx).getTask(a.task_id, { as: me(ctx), events: { last: limit + 1, beforeId: a.events_before } });
     const task = toWireTask(t);
-    const { shown, more } = eventPage(t.events.map(toWireEvent), limit, ANSWER_BYTES - Buffer.byteLength(JSON.stringify(task)));
+    // The events have what the task leaves of ANSWER_BYTES, and at least 8 KiB beside a big task.
+    const room = Math.max(ANSWER_BYTES - Buffer.byteLength(JSON.stringify(task)), 8 * 1024);
+    const { shown, more } = eventPage(t.events.map(toWireEvent), limit, room);
     return { ...task, events: shown, more_events_before: more ? shown[0]!.id : null };
   },
 });

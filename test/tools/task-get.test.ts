@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { toWireEvent } from '../../src/engine/index.js';
 import { eventPage } from '../../src/tools/task-tools.js';
-import { agent } from '../helpers.js';
+import { agent, freshManager } from '../helpers.js';
 import { card, drive, harness, loopContext } from '../workers/harness.js';
 import { taskToolsClient } from './mcp-client.js';
 
@@ -61,5 +61,32 @@ describe('task_get on a long task', () => {
     const full = eventPage([e(1, 10_000), e(2, 10_000), e(3, 10_000)], 50, 25_000);
     expect(full.shown.map((x) => x.id)).toEqual([2, 3]);
     expect(full.more).toBe(true);
+  });
+});
+
+describe('a task with a big card, through MCP', () => {
+  it('is created, claimed with its claim_token, read whole with events, and moved: no answer is dropped after its write took effect', async () => {
+    const tm = freshManager();
+    const alice = await taskToolsClient(tm, 'alice');
+    const bob = await taskToolsClient(tm, 'bob');
+    const call = async (client: typeof alice, name: string, args: Record<string, unknown>) => {
+      const out = (await client.callTool({ name, arguments: args })) as Text;
+      expect(out.isError, out.content[0]!.text.slice(0, 200)).not.toBe(true);
+      const body = JSON.parse(out.content[0]!.text) as Record<string, unknown>;
+      expect(body.output_dropped, name).toBeUndefined();
+      return body;
+    };
+    // 200 KB of card: the work's context, as an operator or an agent may write it (the limit is 256 KiB).
+    const card = { goal: 'summarise', context: 'é'.repeat(100_000) };
+    const created = await call(alice, 'task_create', { title: 'big', card });
+    expect(created).toMatchObject({ title: 'big', card, created: true });
+    const claimed = (await call(bob, 'task_claim', {})).claimed as { id: number; claim_token: string; card: unknown };
+    expect(claimed).toMatchObject({ id: created.id, card });
+    expect(typeof claimed.claim_token).toBe('string');
+    const read = await call(bob, 'task_get', { task_id: claimed.id });
+    expect(read).toMatchObject({ card, state: 'claimed' });
+    expect((read.events as unknown[]).length).toBeGreaterThan(0);
+    expect(await call(bob, 'task_transition', { task_id: claimed.id, to: 'in_progress', claim_token: claimed.claim_token })).toMatchObject({ state: 'in_progress', card });
+    expect(await call(alice, 'task_cancel', { task_id: claimed.id })).toMatchObject({ state: 'cancelled' });
   });
 });
