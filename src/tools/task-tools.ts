@@ -104,7 +104,7 @@ const HELD = ['claimed', 'in_progress', 'waiting', 'review'] as const;
 export const taskList = defineTool({
   name: 'task_list',
   description:
-    'List the tasks you may read (those you created, hold or may claim), oldest first: by default the pending ones you could claim and the ones assigned to you. Each without its card and result: task_get reads one whole. When more follow, more_after (more_pending_after, more_assigned_after) is the id to pass as after, with the same states and mine, for the next page.',
+    'List the tasks you may read (those you created, hold or may claim), oldest first: by default the pending ones you could claim and the ones assigned to you (claimed, in_progress, waiting, review). Each without its card and result: task_get reads one whole. When more follow, more_after is the id to pass as after, with the same states and mine, for the next page; from the default view, pass more_pending_after with states ["pending"], and more_assigned_after with mine true and those four states.',
   kind: 'read',
   args: z.strictObject({
     states: z.array(state).optional().describe('only these states'),

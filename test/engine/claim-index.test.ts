@@ -29,7 +29,7 @@ describe('the daemon pick', () => {
     await tm.close();
   });
 
-  it('a claim never steps over tasks reserved for another agent or requiring what it lacks: each kind has its own index (migration 10)', async () => {
+  it('a claim never steps over tasks reserved for another agent or requiring what it lacks: each kind has its own index (migration 11)', async () => {
     const path = join(tempDir(), 'flood.db');
     const store = createSqliteStore({ path });
     const tm = createTaskManager({ store });
@@ -38,6 +38,8 @@ describe('the daemon pick', () => {
       const mallory = { id: 'mallory', role: 'agent' as const };
       await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for a ghost ${i}`, forAgent: 'ghost', card: CARD })), mallory);
       await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `needs magic ${i}`, requires: ['magic'], card: CARD })), mallory);
+      // Aimed at one agent: reserved for alice, requiring what she does not offer.
+      await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for alice, needs magic ${i}`, forAgent: 'alice', requires: ['magic'], card: CARD })), mallory);
       const real = (await tm.createTask({ title: 'real', card: CARD }, operator)).task.id;
       for (const withCard of [false, true]) {
         const twin = withCard ? '_card' : '';
@@ -45,14 +47,21 @@ describe('the daemon pick', () => {
           const p = plan(store.db, withCard, withCaps);
           // Each part is read from its own index, the reserved one by the claimer's name: nothing else is searched.
           expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_open${twin} \\(queue=\\?\\)`));
-          expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_reserved${twin} \\(for_agent=\\? AND queue=\\?\\)`));
-          expect(p.includes(`tasks_claimable_requiring${twin} `)).toBe(withCaps);
+          expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_for${twin} \\(for_agent=\\? AND queue=\\?\\)`));
+          expect(p.includes(`tasks_claimable_needs${twin} `)).toBe(withCaps);
           expect(p).not.toMatch(/SCAN tasks\b/);
         }
       }
       // The ghost's tasks are only in the reserved index under its name; the magic ones only in the requiring one.
-      const entries = (index: string) => store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND ${index.includes('reserved') ? 'for_agent IS NOT NULL' : `for_agent IS NULL AND requires IS ${index.includes('requiring') ? 'NOT ' : ''}NULL`} AND queue = 'default'`).pluck().get();
-      expect([entries('tasks_claimable_open'), entries('tasks_claimable_reserved'), entries('tasks_claimable_requiring')]).toEqual([1, 1000, 1000]);
+      // Each part's entries, read through its index (its WHERE, as the pick writes it).
+      const entries = (index: string, terms: string) =>
+        store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND ${terms} AND queue = 'default'`).pluck().get();
+      expect([
+        entries('tasks_claimable_open', 'for_agent IS NULL AND requires IS NULL'),
+        entries('tasks_claimable_for', "for_agent = 'ghost' AND requires IS NULL"),
+        entries('tasks_claimable_for', "for_agent = 'alice' AND requires IS NULL"),
+        entries('tasks_claimable_needs', 'requires IS NOT NULL'),
+      ]).toEqual([1, 1000, 0, 2000]);
       expect((await tm.claimTask({ agent: 'alice' }))?.id).toBe(real);
     } finally {
       await tm.close();
@@ -101,6 +110,43 @@ describe('the daemon pick', () => {
       expect(store.db.prepare("SELECT sql FROM sqlite_master WHERE name = 'tasks_claimable_open_card'").pluck().get()).toMatch(/card <> '\{\}'/);
     } finally {
       await store.close();
+    }
+  });
+
+  it('a file at version 9 or 10 gets the parts when it is opened, its pending tasks each in theirs, and claims take them in order', async () => {
+    for (const from of [9, 10]) {
+      const path = join(tempDir(), `v${from}.db`);
+      const before = createSqliteStore({ path });
+      await before.close();
+      // Back to `from`, as a build of that version left the file: its indexes, its version.
+      const old = new Database(path);
+      for (const name of old.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'tasks_claimable%'").pluck().all() as string[]) old.exec(`DROP INDEX ${name}`);
+      old.exec("CREATE INDEX tasks_claimable ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0");
+      old.exec("CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}'");
+      if (from === 10) old.exec(MIGRATIONS[9]!);
+      old.pragma(`user_version = ${from}`);
+      old.close();
+      // Tasks of every kind, written by the old build's claim path (SQL, no store).
+      const raw = new Database(path);
+      const add = raw.prepare(
+        `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on, run_after, unmet_deps, lease_ms, created_at, updated_at, card)
+         VALUES (?, 'pending', ?, 'op', 'operator', 3, 'default', ?, ?, '[]', 0, 0, 60000, 0, 0, ?)`,
+      );
+      add.run('open', 1, null, null, '{}');
+      add.run('for alice', 3, 'alice', null, '{}');
+      add.run('needs gpu', 2, null, '["gpu"]', '{}');
+      add.run('for alice, needs gpu', 4, 'alice', '["gpu"]', '{}');
+      raw.close();
+      const store = createSqliteStore({ path });
+      const tm = createTaskManager({ store });
+      try {
+        expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
+        const titles: string[] = [];
+        for (let t = await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] }); t !== null; t = await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] })) titles.push(t.title);
+        expect(titles, `from version ${from}`).toEqual(['for alice, needs gpu', 'for alice', 'needs gpu', 'open']);
+      } finally {
+        await tm.close();
+      }
     }
   });
 });

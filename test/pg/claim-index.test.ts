@@ -51,7 +51,7 @@ describe('the pick on PostgreSQL', () => {
       for (const withCard of [true, false]) {
         for (const caps of [[], ['gpu']]) {
           const twin = withCard ? '_card' : '';
-          const parts = [`tasks_claimable_open${twin}`, `tasks_claimable_reserved${twin}`, ...(caps.length > 0 ? [`tasks_claimable_requiring${twin}`] : [])];
+          const parts = [`tasks_claimable_open${twin}`, `tasks_claimable_for${twin}`, ...(caps.length > 0 ? [`tasks_claimable_needs${twin}`] : [])];
           const opening = pickOpening({ agent: 'a', withCard, capabilities: caps }, undefined);
           // Each part from its own index; the task itself then by its id.
           const byId = ['tasks_pkey', 'tasks_by_queue'];
@@ -90,6 +90,22 @@ describe('the pick on PostgreSQL', () => {
     });
     // With the locks gone, the held entries are claimable again, in order.
     expect((await tm.claimTask({ agent: 'a' }))?.id).toBe(open[0]);
+    await tm.close();
+  });
+
+  it('with a part’s first entries held, a claim still takes the best free task, not a worse one from another part', async () => {
+    const tm = freshManager();
+    const { runs } = portsOf(tm);
+    const open = (await tm.createTasks(Array.from({ length: 6 }, (_, i) => ({ title: `open ${i}`, priority: 9, card: CARD })), operator)).map((c) => c.task.id);
+    await tm.createTask({ title: 'for a, low', forAgent: 'a', priority: 1, card: CARD }, operator);
+    await withClient(tm.path, async (holder) => {
+      // Four claims in flight hold the open part's first four: the fifth and sixth are free and better.
+      await holder.query('BEGIN');
+      await holder.query('SELECT id FROM tasks WHERE id = ANY($1) FOR UPDATE', [open.slice(0, 4)]);
+      expect((await tm.claimTask({ agent: 'a' }))?.id).toBe(open[4]);
+      expect((await runs.claimRun({ agent: 'a', withCard: true }, (t, now) => budgetOfTask(t.card, now)))?.task.id).toBe(open[5]);
+      await holder.query('ROLLBACK');
+    });
     await tm.close();
   });
 });

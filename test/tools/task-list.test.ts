@@ -64,8 +64,13 @@ describe('task_list pages', () => {
   it('the default view fits what the agent holds and what it may claim in one answer, with a cursor for each list', async () => {
     const tm = freshManager();
     const created = await tm.createTasks(Array.from({ length: 120 }, (_, i) => ({ title: quoted(i) })), agent('alice'));
-    const held = created.slice(0, 60).map((c) => c.task.id);
-    for (const id of held) await tm.claimTask({ agent: 'alice', taskId: id });
+    // Alice held 60; every third of them failed since (still hers, no longer held).
+    const held: number[] = [];
+    for (const [i, c] of created.slice(0, 60).entries()) {
+      const claim = (await tm.claimTask({ agent: 'alice', taskId: c.task.id }))!;
+      if (i % 3 !== 1) held.push(c.task.id);
+      else await tm.transitionTask({ taskId: claim.id, to: 'in_progress', actor: agent('alice'), claimToken: claim.claimToken, then: [{ to: 'failed', actor: agent('alice') }] });
+    }
     const pendingIds = created.slice(60).map((c) => c.task.id);
 
     const list = await lister('alice', tm);
@@ -82,7 +87,8 @@ describe('task_list pages', () => {
     // Each cursor goes on with its own listing.
     const restPending = await list({ states: ['pending'], after: view.body.more_pending_after });
     expect((restPending.body.tasks as Listed[])[0]!.id).toBe(pendingIds[pending.length]);
-    const restMine = await list({ mine: true, after: view.body.more_assigned_after });
+    // The assigned list is of the held states (mine alone lists every state the agent held).
+    const restMine = await list({ mine: true, states: ['claimed', 'in_progress', 'waiting', 'review'], after: view.body.more_assigned_after });
     expect((restMine.body.tasks as Listed[])[0]!.id).toBe(held[assigned.length]);
 
     // A short view has no cursors.

@@ -19,11 +19,12 @@ const PARAMS: PickValues = { queue: '$1', now: '$2', agent: '$3', caps: '$4' };
 
 /**
  * The parts of the claimable tasks this claimer may take from, each with its own partial
- * index in claim order (migration 6, as SQLite's 10): those anyone may claim, those reserved
- * for this agent, and (a claimer with capabilities) those requiring some. In one index a claim
- * stepped over every task reserved for another agent or requiring what it lacked, so an agent
- * could make every claim slow by creating such tasks. Capabilities are JSON text: a task's
- * requirements must be contained in the claimer's.
+ * index in claim order (schema versions 6 and 7, as SQLite's 10 and 11): those anyone may
+ * claim (tasks_claimable_open), those reserved for this agent that require nothing
+ * (tasks_claimable_for), and for a claimer with capabilities those that require some
+ * (tasks_claimable_needs). In one index a claim stepped over every task reserved for another
+ * agent or requiring what it lacked, so an agent could make every claim slow by creating such
+ * tasks. Capabilities are JSON text: a task's requirements must be contained in the claimer's.
  */
 function pickParts(v: PickValues, withCard: boolean, withCaps: boolean): string[] {
   const base = `state = 'pending' AND unmet_deps = 0 AND queue = ${v.queue} AND run_after <= ${v.now}${withCard ? " AND card <> '{}'" : ''}`;
@@ -31,8 +32,11 @@ function pickParts(v: PickValues, withCard: boolean, withCaps: boolean): string[
   // part (every task requiring capabilities) through a bitmap and sorts it, on every claim,
   // where walking the part in claim order stops at its first match. A CASE it guesses at half.
   const meets = `CASE WHEN requires::jsonb <@ ${v.caps}::jsonb THEN true ELSE false END`;
-  const parts = [`${base} AND for_agent IS NULL AND requires IS NULL`, `${base} AND for_agent = ${v.agent} AND (requires IS NULL OR ${meets})`];
-  if (withCaps) parts.push(`${base} AND for_agent IS NULL AND requires IS NOT NULL AND ${meets}`);
+  const parts = [`${base} AND for_agent IS NULL AND requires IS NULL`, `${base} AND for_agent = ${v.agent} AND requires IS NULL`];
+  if (withCaps) parts.push(`${base} AND requires IS NOT NULL AND (for_agent IS NULL OR for_agent = ${v.agent}) AND ${meets}`);
+  // Without that part the capabilities' parameter goes unread, and an unread parameter has no
+  // type the server can tell: it is read here, always true ('[]' at least), to give it one.
+  else parts[0] += ` AND ${v.caps}::text IS NOT NULL`;
   return parts;
 }
 const ORDER = 'ORDER BY priority DESC, id';
@@ -48,31 +52,44 @@ export const lookSql = (withCard: boolean, withCaps: boolean, columns: string, v
 /**
  * A pick that locks the task it returns (FOR UPDATE SKIP LOCKED), as CTEs (`with`, names
  * starting pick_) and the SELECT that reads them (`select`, one row or none).
- * - `fast`: it takes the first few entries of each part without a lock and locks the best of
- *   them still claimable (SKIP LOCKED passes those other claimers hold). It locks no other row.
- *   pick_cand counts what it chose from: none found with some there means other claimers hold
- *   them all (many at once), and the caller picks again `slow`ly.
+ * - `fast`: it takes the first CANDIDATES entries of each part without a lock and locks the
+ *   best of them still claimable (SKIP LOCKED passes those other claimers hold). It locks no
+ *   other row. A part with CANDIDATES entries may hold more past them: none ranked after its
+ *   last entry is taken (pick_edge), since a better one may wait there. So none found with
+ *   some there (pick_cand) means other claimers hold what it could take, and the caller picks
+ *   again `slow`ly.
  * - `slow`: it locks each part's first free entry and takes the best, leaving the others
  *   locked until its transaction ends (a claimer that meets one passes it, as it passes a task
- *   being claimed).
+ *   being claimed). The rows it returns are the locked ones, as they are now: a task claimed
+ *   and given back while the statement ran has its new attempt count.
  */
 export function pickSql(withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS, slow = false): { with: string; select: string } {
   const parts = pickParts(v, withCard, withCaps);
   if (slow) {
-    const firsts = parts.map((part, i) => `pick_first${i} AS (SELECT id, priority FROM tasks WHERE ${part} ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)`);
+    const taken = columns === '*' ? '*' : `${columns}, priority`;
+    const firsts = parts.map((part, i) => `pick_first${i} AS (SELECT ${taken} FROM tasks WHERE ${part} ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)`);
     return {
       with: firsts.join(',\n     '),
-      select: `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${firsts.map((_, i) => `SELECT * FROM pick_first${i}`).join(' UNION ALL ')}) f ${ORDER} LIMIT 1)`,
+      select: `SELECT ${columns} FROM (${firsts.map((_, i) => `SELECT * FROM pick_first${i}`).join(' UNION ALL ')}) f ${ORDER} LIMIT 1`,
     };
   }
-  const candidates = parts.map((part) => `(SELECT id FROM tasks WHERE ${part} ${ORDER} LIMIT ${CANDIDATES})`).join(' UNION ALL ');
+  const candidates = parts.map((part, i) => `(SELECT ${i} AS part, id, priority FROM tasks WHERE ${part} ${ORDER} LIMIT ${CANDIDATES})`).join(' UNION ALL ');
   // Still claimable (re-checked on the row's newest version once locked), as a CASE: as plain
   // terms they matched the parts' indexes, and the planner read every claimable task through
   // them (27,000 rows, 45 ms) to keep the few ids pick_cand holds.
   const still = `CASE WHEN ${parts.map((part) => `(${part})`).join(' OR ')} THEN true ELSE false END`;
+  const after = (x: string, e: string) => `(${x}.priority < ${e}.priority OR (${x}.priority = ${e}.priority AND ${x}.id > ${e}.id))`;
   return {
-    with: `pick_cand AS MATERIALIZED (${candidates})`,
-    select: `SELECT ${columns} FROM tasks WHERE id IN (SELECT id FROM pick_cand) AND ${still} ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED`,
+    with: [
+      `pick_cand AS MATERIALIZED (${candidates})`,
+      // The last entry of each part that had CANDIDATES of them; the best ranked of those.
+      `pick_edge AS (SELECT c.priority, c.id FROM pick_cand c
+         WHERE (SELECT count(*) FROM pick_cand d WHERE d.part = c.part) = ${CANDIDATES}
+           AND NOT EXISTS (SELECT 1 FROM pick_cand d WHERE d.part = c.part AND ${after('d', 'c')})
+         ${ORDER} LIMIT 1)`,
+    ].join(',\n     '),
+    select: `SELECT ${columns} FROM tasks WHERE id IN (SELECT id FROM pick_cand) AND ${still}
+       AND NOT EXISTS (SELECT 1 FROM pick_edge e WHERE ${after('tasks', 'e')}) ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED`,
   };
 }
 /** An SQL expression: whether a fast pick had entries to choose from (read beside its result). */

@@ -266,6 +266,25 @@ export const PG_MIGRATIONS: readonly string[] = [
   DROP INDEX IF EXISTS tasks_claimable;
   DROP INDEX IF EXISTS tasks_claimable_card;
   `,
+  // 7: the parts drawn again, as SQLite's 11: a task reserved for one agent that also requires
+  // capabilities was in the reserved part, which that agent's every claim walked whatever it
+  // offered. Now every task that requires capabilities is in tasks_claimable_needs, read only by
+  // a claimer that offers some; tasks_claimable_for holds the reserved ones that require nothing.
+  // IF NOT EXISTS: an operator may build them beforehand, CONCURRENTLY (README).
+  `
+  CREATE INDEX IF NOT EXISTS tasks_claimable_for ON tasks (for_agent, queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL AND requires IS NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_for_card ON tasks (for_agent, queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_card ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND card <> '{}';
+  DROP INDEX IF EXISTS tasks_claimable_reserved;
+  DROP INDEX IF EXISTS tasks_claimable_reserved_card;
+  DROP INDEX IF EXISTS tasks_claimable_requiring;
+  DROP INDEX IF EXISTS tasks_claimable_requiring_card;
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */

@@ -276,9 +276,9 @@ export const MIGRATIONS: readonly string[] = [
   `
   DROP INDEX IF EXISTS tasks_claimable;
   DROP INDEX IF EXISTS tasks_claimable_card;
-  CREATE INDEX tasks_claimable_open ON tasks (queue, priority DESC)
+  CREATE INDEX tasks_claimable ON tasks (queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL;
-  CREATE INDEX tasks_claimable_open_card ON tasks (queue, priority DESC)
+  CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL AND card <> '{}';
   CREATE INDEX tasks_claimable_reserved ON tasks (for_agent, queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL;
@@ -288,6 +288,32 @@ export const MIGRATIONS: readonly string[] = [
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NOT NULL;
   CREATE INDEX tasks_claimable_requiring_card ON tasks (queue, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NOT NULL AND card <> '{}';
+  `,
+  // 11: the parts of migration 10, drawn again (its open part named tasks_claimable_open, as on
+  // PostgreSQL): a task reserved for one agent that also requires capabilities was in the
+  // reserved part, which that agent's every claim walked whatever it offered, so another agent
+  // could flood one agent's claims with tasks reserved for it that require what it lacks. Now
+  // every task that requires capabilities is in tasks_claimable_needs, read only by a claimer
+  // that offers some; tasks_claimable_for holds the reserved ones that require nothing.
+  `
+  DROP INDEX IF EXISTS tasks_claimable;
+  DROP INDEX IF EXISTS tasks_claimable_card;
+  DROP INDEX IF EXISTS tasks_claimable_reserved;
+  DROP INDEX IF EXISTS tasks_claimable_reserved_card;
+  DROP INDEX IF EXISTS tasks_claimable_requiring;
+  DROP INDEX IF EXISTS tasks_claimable_requiring_card;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_open ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_open_card ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_for ON tasks (for_agent, queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL AND requires IS NULL;
+  CREATE INDEX tasks_claimable_for_card ON tasks (for_agent, queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND for_agent IS NOT NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_needs ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL;
+  CREATE INDEX tasks_claimable_needs_card ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND card <> '{}';
   `,
 ];
 
