@@ -1,7 +1,8 @@
 /**
  * What a hostile agent's flood costs everyone's claim: N tasks (25,000) at the priority
  * everyone's work has, ahead of 2,000 real ones, that no claimer can take — reserved for a
- * made-up agent, or requiring a capability no one offers — against no flood, in the same run.
+ * made-up agent, requiring a capability no one offers, or reserved for the claimer and
+ * requiring one it does not offer — against no flood, in the same run.
  * Time per claim (TaskManager.claimTask, an agent without capabilities), 500 claims after 50,
  * on SQLite (a private temporary folder) and on PostgreSQL (an embedded server, or
  * TASKLOOP_PG_URL; BENCH_PG=0 skips it). `npm run bench:claim`.
@@ -14,7 +15,8 @@ import { startServer } from './lib/pg-server.mjs';
 
 const N = Number(process.env.N ?? 25_000);
 const K = 500;
-const KINDS = { none: {}, reserved: { forAgent: 'ghost' }, requiring: { requires: ['magic'] } };
+// aimed: reserved for the claimer itself, requiring what it does not offer.
+const KINDS = { none: {}, reserved: { forAgent: 'ghost' }, requiring: { requires: ['magic'] }, aimed: { forAgent: 'alice', requires: ['magic'] } };
 const mallory = { id: 'mallory', role: 'agent' };
 const operator = { id: 'operator', role: 'operator' };
 
