@@ -108,4 +108,32 @@ describe('the pick on PostgreSQL', () => {
     });
     await tm.close();
   });
+
+  it('a daemon’s claim that had to pick slowly wakes every claimer at its commit (it held other tasks locked to its end); a plain claim wakes no one', async () => {
+    const tm = freshManager();
+    const { runs } = portsOf(tm);
+    const schema = new URL(tm.path).searchParams.get('schema')!;
+    const open = (await tm.createTasks(Array.from({ length: 8 }, (_, i) => ({ title: `open ${i}`, card: CARD })), operator)).map((c) => c.task.id);
+    const budget = (t: { card: unknown }, now: number) => budgetOfTask(t.card as typeof CARD, now);
+    await withClient(tm.path, async (listener) => {
+      const heard: string[] = [];
+      listener.on('notification', (n) => heard.push(n.channel));
+      await listener.query(`LISTEN "taskloop_${schema}"`);
+      const settle = () => new Promise((r) => setTimeout(r, 300));
+      await settle();
+      heard.length = 0;
+      expect((await runs.claimRun({ agent: 'a', withCard: true }, budget))?.task.id).toBe(open[0]);
+      await settle();
+      expect(heard).toEqual([]);
+      await withClient(tm.path, async (holder) => {
+        await holder.query('BEGIN');
+        await holder.query('SELECT id FROM tasks WHERE id = ANY($1) FOR UPDATE', [open.slice(1, 5)]);
+        expect((await runs.claimRun({ agent: 'a', withCard: true }, budget))?.task.id).toBe(open[5]);
+        await settle();
+        expect(heard).toEqual([`taskloop_${schema}`]);
+        await holder.query('ROLLBACK');
+      });
+    });
+    await tm.close();
+  });
 });

@@ -60,7 +60,8 @@ export const lookSql = (withCard: boolean, withCaps: boolean, columns: string, v
  *   again `slow`ly.
  * - `slow`: it locks each part's first free entry and takes the best, leaving the others
  *   locked until its transaction ends (a claimer that meets one passes it, as it passes a task
- *   being claimed). The rows it returns are the locked ones, as they are now: a task claimed
+ *   being claimed, and may find nothing: a transaction that picked slowly wakes every claimer
+ *   at its commit, pickedSlowly). The rows it returns are the locked ones, as they are now: a task claimed
  *   and given back while the statement ran has its new attempt count.
  */
 export function pickSql(withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS, slow = false): { with: string; select: string } {
@@ -115,6 +116,14 @@ export function pickOpening(input: ClaimInput, fixedNow: number | undefined): Op
 }
 
 const picked = new WeakMap<Query, Record<string, unknown> | undefined>();
+const slowly = new WeakSet<Query>();
+
+/**
+ * Whether a claim in this transaction picked `slow`ly: it held other parts' first entries
+ * locked to its end, and a claimer that met one may have found nothing though that task stays
+ * pending. Its commit then wakes every claimer, as a task put back in the queue does.
+ */
+export const pickedSlowly = (q: Query): boolean => slowly.has(q);
 
 /** Keeps the row `pickOpening` returned for the body's claim. */
 export function primePick(q: Query, row: Record<string, unknown> | undefined): void {
@@ -152,6 +161,7 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
     if (columns.id === null || columns.id === undefined) {
       if (had !== true) return null;
       // Other claimers held every entry the pick chose from: pick again, locking each part's first free one.
+      slowly.add(q);
       const again = await pickIn(q, input, now, true);
       if (again?.id === null || again?.id === undefined) return null;
       row = again as unknown as TaskRow;

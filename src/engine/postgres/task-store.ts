@@ -12,7 +12,7 @@ import type { ClaimInput, TaskEvent } from '../types.js';
 import { workWakeOf } from '../claims.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
 import { parseClaimInput } from '../schemas.js';
-import { claimOne, claimTask, claimable, heartbeat, pickOpening, primePick } from './claim.js';
+import { claimOne, claimTask, claimable, heartbeat, pickOpening, pickedSlowly, primePick } from './claim.js';
 import { createHorizon, createReads } from './reads.js';
 import { PG_MIGRATIONS, migratePg, readVersion } from './schema.js';
 import { createOne, createTasks, isPlain, markStale, reclaimStale, transition } from './tasks.js';
@@ -101,11 +101,13 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
   async function write<T>(what: string, body: (q: Query, now: number, events: TaskEvent[]) => Promise<T>, lock?: TaskLock | Pick): Promise<WriteOutcome<T>> {
     await ready;
     let events: TaskEvent[] = [];
+    let last: Query | undefined;
     const opening = lock === undefined ? undefined : 'pick' in lock ? pickOpening(lock.pick, opts.now?.()) : lockOpening(lock.taskId, lock.whole);
     const value = await conn.tx(
       what,
       async (q, now, opened) => {
         events = []; // a retried transaction starts over
+        last = q;
         if (opening !== undefined && lock !== undefined) {
           if ('pick' in lock) primePick(q, opened[0]);
           else primeLock(q, lock.taskId, lock.whole, opened[0]);
@@ -115,7 +117,7 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
         await flushEvents(q);
         return value;
       },
-      () => workChannels(workWakeOf(events)),
+      () => workChannels(workWakeOf(events, last !== undefined && pickedSlowly(last))),
       opening,
     );
     return { value, events };
