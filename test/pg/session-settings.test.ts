@@ -185,9 +185,12 @@ describe('the settings of taskloop’s connections', () => {
       // A claim that fails (as a deadlock's victim not run again) fails the waits below at once.
       let failed: unknown;
       claim.catch((e: unknown) => (failed = e));
+      // Read on this session (a read in its open transaction): a new connection per look took
+      // long enough under load that the claim's one deadlock check (deadlock_timeout after its
+      // wait began) could run before this session waited too, and this session was the victim.
       const waiting = async () => {
         if (failed !== undefined) throw failed;
-        return (await sql<{ n: number }>(url, "SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"))[0]!.n;
+        return (await other.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")).rows[0]!.n;
       };
       await waitFor(async () => (await waiting()) === 1, 10_000, 'the claim to wait');
       // Now the other session waits for the claim's row: a deadlock. The claim began waiting
