@@ -22,7 +22,7 @@ function claimer(ctx: ToolContext): string {
   return actor.id;
 }
 /** What task_get and task_list answer with at most: under the default 64 KiB output cap, with room for what wraps it. */
-export const ANSWER_BYTES = 60 * 1024; // under the default 64 KiB cap, with room for what wraps it
+export const ANSWER_BYTES = 60 * 1024;
 /**
  * The output cap of the tools that answer with a whole task: its card and result at their
  * largest, an events page (task_get) and the rest. Under the default 64 KiB a task with a card

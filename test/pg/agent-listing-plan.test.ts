@@ -60,8 +60,6 @@ describe('an agent’s listing on PostgreSQL', () => {
       ['a busy agent lists a state it has none of', { states: ['failed'], visibleTo: agent('ag3') }, 400],
     ];
     for (const [what, q, most] of cases) {
-      const expected = (await tm.findTasks(q)).length;
-      expect(expected, what).toBeGreaterThanOrEqual(0);
       for (const generic of [false, true]) {
         const s = await scans(tm.path, q, generic);
         const label = `${what} (${generic ? 'generic' : 'custom'}): ${JSON.stringify(s)}`;

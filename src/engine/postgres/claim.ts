@@ -61,8 +61,8 @@ export const lookSql = (withCard: boolean, withCaps: boolean, columns: string, v
  * - `slow`: it locks each part's first free entry and takes the best, leaving the others
  *   locked until its transaction ends (a claimer that meets one passes it, as it passes a task
  *   being claimed, and may find nothing: a transaction that picked slowly wakes every claimer
- *   at its commit, pickedSlowly). The rows it returns are the locked ones, as they are now: a task claimed
- *   and given back while the statement ran has its new attempt count.
+ *   at its commit, pickedSlowly). The rows it returns are the locked ones, as they are now: a
+ *   task claimed and given back while the statement ran has its new attempt count.
  */
 export function pickSql(withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS, slow = false): { with: string; select: string } {
   const parts = pickParts(v, withCard, withCaps);
@@ -136,7 +136,6 @@ export async function claimable(q: Query, input: ClaimInput, now: number): Promi
   return rows.length > 0;
 }
 
-/** Claims inside the caller's transaction: the claimed task, or null when none is claimable. */
 /** A pick inside the caller's transaction: the task's columns (null when none) and, fast, pick_had. */
 async function pickIn(q: Query, input: ClaimInput, now: number, slow: boolean): Promise<Record<string, unknown> | undefined> {
   const pick = pickSql(input.withCard === true, hasCaps(input), '*', PARAMS, slow);
@@ -150,6 +149,7 @@ async function pickIn(q: Query, input: ClaimInput, now: number, slow: boolean): 
   return found;
 }
 
+/** Claims inside the caller's transaction: the claimed task, or null when none is claimable. */
 export async function claimTask(q: Query, input: ClaimInput, now: number, events: TaskEvent[]): Promise<ClaimedTask | null> {
   let row: TaskRow;
   if (input.taskId !== undefined) {
