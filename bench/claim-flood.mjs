@@ -3,7 +3,9 @@
  * everyone's work has, ahead of 2,000 real ones, that no claimer can take — reserved for a
  * made-up agent, requiring a capability no one offers, or reserved for the claimer and
  * requiring one it does not offer — against no flood, in the same run.
- * Time per claim (TaskManager.claimTask, an agent without capabilities), 500 claims after 50,
+ * A claimer that offers a capability (`desktop`, as a daemon with a display does) meets the same
+ * flood as tasks requiring one it lacks (`capable`), or that one and one it lacks (`capable2`).
+ * Time per claim (TaskManager.claimTask by `alice`), 500 claims after 50,
  * on SQLite (a private temporary folder) and on PostgreSQL (an embedded server, or
  * TASKLOOP_PG_URL; BENCH_PG=0 skips it). `npm run bench:claim`.
  */
@@ -16,7 +18,14 @@ import { startServer } from './lib/pg-server.mjs';
 const N = Number(process.env.N ?? 25_000);
 const K = 500;
 // aimed: reserved for the claimer itself, requiring what it does not offer.
-const KINDS = { none: {}, reserved: { forAgent: 'ghost' }, requiring: { requires: ['magic'] }, aimed: { forAgent: 'alice', requires: ['magic'] } };
+const KINDS = {
+  none: { flood: {} },
+  reserved: { flood: { forAgent: 'ghost' } },
+  requiring: { flood: { requires: ['magic'] } },
+  aimed: { flood: { forAgent: 'alice', requires: ['magic'] } },
+  capable: { flood: { requires: ['magic'] }, caps: ['desktop'] },
+  capable2: { flood: { forAgent: 'alice', requires: ['desktop', 'magic'] }, caps: ['desktop'] },
+};
 const mallory = { id: 'mallory', role: 'agent' };
 const operator = { id: 'operator', role: 'operator' };
 
@@ -25,12 +34,13 @@ async function claimUs(path, kind) {
   const { tm } = store;
   try {
     const junk = kind === 'none' ? 0 : N;
-    for (let i = 0; i < junk; i += 1000) await tm.createTasks(Array.from({ length: Math.min(1000, junk - i) }, (_, j) => ({ title: `junk ${i + j}`, ...KINDS[kind] })), mallory);
+    for (let i = 0; i < junk; i += 1000) await tm.createTasks(Array.from({ length: Math.min(1000, junk - i) }, (_, j) => ({ title: `junk ${i + j}`, ...KINDS[kind].flood })), mallory);
     for (let i = 0; i < 2000; i += 1000) await tm.createTasks(Array.from({ length: 1000 }, (_, j) => ({ title: `real ${i + j}` })), operator);
-    for (let i = 0; i < 50; i++) await tm.claimTask({ agent: 'alice' });
+    const claimer = { agent: 'alice', capabilities: KINDS[kind].caps };
+    for (let i = 0; i < 50; i++) await tm.claimTask(claimer);
     const t0 = performance.now();
     for (let i = 0; i < K; i++) {
-      const task = await tm.claimTask({ agent: 'alice' });
+      const task = await tm.claimTask(claimer);
       if (!task?.title.startsWith('real')) throw new Error(`claimed ${task?.title}`);
     }
     return ((performance.now() - t0) / K) * 1000;

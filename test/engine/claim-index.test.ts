@@ -7,13 +7,18 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
 import { pickSql } from '../../src/engine/sqlite/claim.js';
+import { claimNeeds } from '../../src/engine/claim-needs.js';
 import { MIGRATIONS } from '../../src/engine/sqlite/migrations.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { operator, tempDir } from '../helpers.js';
 
 const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
-const plan = (db: Database.Database, withCard: boolean, withCaps = false) =>
-  (db.prepare(`EXPLAIN QUERY PLAN ${pickSql(withCard, withCaps)}`).all({ queue: 'default', now: Date.now(), agent: 'a', caps: '[]' }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+const plan = (db: Database.Database, withCard: boolean, caps: string[] = []) => {
+  const needs = claimNeeds(caps);
+  return (db.prepare(`EXPLAIN QUERY PLAN ${pickSql(withCard, needs.shape)}`).all({ queue: 'default', now: Date.now(), agent: 'a', caps: needs.param }) as Array<{ detail: string }>)
+    .map((r) => r.detail)
+    .join('\n');
+};
 
 describe('the daemon pick', () => {
   it('a daemon reads tasks_claimable_open_card, an agent tasks_claimable_open; the daemon takes the task with a card behind 200 without one', async () => {
@@ -29,7 +34,7 @@ describe('the daemon pick', () => {
     await tm.close();
   });
 
-  it('a claim never steps over tasks reserved for another agent or requiring what it lacks: each kind has its own index (migration 11)', async () => {
+  it('a claim never steps over tasks reserved for another agent or requiring what it lacks: each kind has its own index (migrations 11, 12)', async () => {
     const path = join(tempDir(), 'flood.db');
     const store = createSqliteStore({ path });
     const tm = createTaskManager({ store });
@@ -40,29 +45,43 @@ describe('the daemon pick', () => {
       await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `needs magic ${i}`, requires: ['magic'], card: CARD })), mallory);
       // Aimed at one agent: reserved for alice, requiring what she does not offer.
       await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for alice, needs magic ${i}`, forAgent: 'alice', requires: ['magic'], card: CARD })), mallory);
+      // Aimed at a claimer that offers gpu: requiring it and what it lacks.
+      await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for alice, needs gpu and magic ${i}`, forAgent: 'alice', requires: ['magic', 'gpu'], card: CARD })), mallory);
       const real = (await tm.createTask({ title: 'real', card: CARD }, operator)).task.id;
+      const realGpu = (await tm.createTask({ title: 'real, needs gpu', requires: ['gpu'], priority: -1, card: CARD }, operator)).task.id;
       for (const withCard of [false, true]) {
         const twin = withCard ? '_card' : '';
-        for (const withCaps of [false, true]) {
-          const p = plan(store.db, withCard, withCaps);
-          // Each part is read from its own index, the reserved one by the claimer's name: nothing else is searched.
+        for (const caps of [[], ['gpu'], ['gpu', 'display']]) {
+          const p = plan(store.db, withCard, caps);
+          // Each part is read from its own index, the reserved one by the claimer's name, the
+          // ones requiring capabilities by each set the claimer's cover: nothing else is searched.
           expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_open${twin} \\(queue=\\?\\)`));
           expect(p).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_for${twin} \\(for_agent=\\? AND queue=\\?\\)`));
-          expect(p.includes(`tasks_claimable_needs${twin} `)).toBe(withCaps);
+          const searches = (re: string) => (p.match(new RegExp(`SEARCH tasks USING INDEX ${re}`, 'g')) ?? []).length;
+          expect(searches(`tasks_claimable_needs_set${twin} \\(queue=\\? AND requires=\\?\\)`)).toBe(2 ** caps.length - 1);
+          expect(searches(`tasks_claimable_needs_for${twin} \\(for_agent=\\? AND queue=\\? AND requires=\\?\\)`)).toBe(2 ** caps.length - 1);
+          expect(p.includes(`tasks_claimable_needs${twin} `)).toBe(false);
           expect(p).not.toMatch(/SCAN tasks\b/);
         }
+        // Past four capabilities a claimer walks the part in claim order (claim-needs.ts).
+        expect(plan(store.db, withCard, ['a', 'b', 'c', 'd', 'e'])).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_needs${twin} \\(queue=\\?\\)`));
       }
       // The ghost's tasks are only in the reserved index under its name; the magic ones only in the requiring one.
       // Each part's entries, read through its index (its WHERE, as the pick writes it).
       const entries = (index: string, terms: string) =>
         store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND ${terms} AND queue = 'default'`).pluck().get();
+      // What a claimer offering gpu reads of the tasks requiring capabilities: the entries of the set ["gpu"].
+      const gpuSet = (forAgent: string) => entries(forAgent === 'for_agent IS NULL' ? 'tasks_claimable_needs_set' : 'tasks_claimable_needs_for', `requires = '["gpu"]' AND ${forAgent}`);
       expect([
         entries('tasks_claimable_open', 'for_agent IS NULL AND requires IS NULL'),
         entries('tasks_claimable_for', "for_agent = 'ghost' AND requires IS NULL"),
         entries('tasks_claimable_for', "for_agent = 'alice' AND requires IS NULL"),
         entries('tasks_claimable_needs', 'requires IS NOT NULL'),
-      ]).toEqual([1, 1000, 0, 2000]);
+        gpuSet('for_agent IS NULL'),
+        gpuSet("for_agent = 'alice'"),
+      ]).toEqual([1, 1000, 0, 3001, 1, 0]);
       expect((await tm.claimTask({ agent: 'alice' }))?.id).toBe(real);
+      expect((await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] }))?.id).toBe(realGpu);
     } finally {
       await tm.close();
     }
@@ -113,8 +132,8 @@ describe('the daemon pick', () => {
     }
   });
 
-  it('a file at version 9 or 10 gets the parts when it is opened, its pending tasks each in theirs, and claims take them in order', async () => {
-    for (const from of [9, 10]) {
+  it('a file at version 9, 10 or 11 gets the parts when it is opened, its pending tasks each in theirs, and claims take them in order', async () => {
+    for (const from of [9, 10, 11]) {
       const path = join(tempDir(), `v${from}.db`);
       const before = createSqliteStore({ path });
       await before.close();
@@ -123,7 +142,7 @@ describe('the daemon pick', () => {
       for (const name of old.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'tasks_claimable%'").pluck().all() as string[]) old.exec(`DROP INDEX ${name}`);
       old.exec("CREATE INDEX tasks_claimable ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0");
       old.exec("CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}'");
-      if (from === 10) old.exec(MIGRATIONS[9]!);
+      for (let v = 9; v < from; v++) old.exec(MIGRATIONS[v]!);
       old.pragma(`user_version = ${from}`);
       old.close();
       // Tasks of every kind, written by the old build's claim path (SQL, no store).
@@ -136,6 +155,7 @@ describe('the daemon pick', () => {
       add.run('for alice', 3, 'alice', null, '{}');
       add.run('needs gpu', 2, null, '["gpu"]', '{}');
       add.run('for alice, needs gpu', 4, 'alice', '["gpu"]', '{}');
+      add.run('needs gpu and tpu', 5, null, '["gpu","tpu"]', '{}');
       raw.close();
       const store = createSqliteStore({ path });
       const tm = createTaskManager({ store });

@@ -64,4 +64,34 @@ describe('a claim across the kinds of claimable task', () => {
     expect(await titles({ agent: 'd' })).toEqual(['open', 'for d, 8']);
     expect(await titles({ agent: 'e' })).toEqual(['for e card, 7']);
   });
+
+  it('a claimer takes what its capabilities cover, whatever their order or repeats; one offering more than four walks, and takes the same', async () => {
+    // Tasks of every requirement set over a, b, c, z (z: no claimer has it), not reserved, reserved for alice, reserved for bob.
+    const sets = [['a'], ['b'], ['c'], ['z'], ['a', 'b'], ['b', 'a', 'b'], ['a', 'z'], ['a', 'b', 'c'], ['c', 'a'], ['a', 'b', 'c', 'z']];
+    const tasks = sets.flatMap((requires, i) => [undefined, 'alice', 'bob'].map((forAgent, j) => ({ title: `${requires.join('+')} for ${forAgent ?? 'anyone'}`, requires, forAgent, priority: (i * 7 + j * 3) % 5 })));
+    const claimers: Array<{ agent: string; capabilities: string[] }> = [
+      { agent: 'alice', capabilities: ['a'] },
+      { agent: 'alice', capabilities: ['b', 'a', 'b'] },
+      { agent: 'alice', capabilities: ['c', 'b', 'a'] },
+      { agent: 'bob', capabilities: ['x', 'c', 'a', 'b'] },
+      // Past MAX_LOOKED_UP (4): the walk.
+      { agent: 'alice', capabilities: ['x', 'y', 'c', 'a', 'b'] },
+      { agent: 'carol', capabilities: ['v', 'w', 'x', 'y', 'a', 'b'] },
+    ];
+    for (const claimer of claimers) {
+      const tm = freshManager();
+      const ids: number[] = [];
+      for (const t of tasks) ids.push((await tm.createTask(t, operator)).task.id);
+      const have = new Set(claimer.capabilities);
+      const expected = tasks
+        .map((t, i) => ({ ...t, id: ids[i]! }))
+        .filter((t) => (t.forAgent === undefined || t.forAgent === claimer.agent) && t.requires.every((c) => have.has(c)))
+        .sort((x, y) => y.priority - x.priority || x.id - y.id)
+        .map((t) => t.title);
+      const taken: string[] = [];
+      for (let t = await tm.claimTask(claimer); t !== null; t = await tm.claimTask(claimer)) taken.push(t.title);
+      expect(taken, JSON.stringify(claimer)).toEqual(expected);
+      expect(expected.length).toBeGreaterThan(1);
+    }
+  });
 });

@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { claimOneSql, lookSql, pickOpening } from '../../src/engine/postgres/claim.js';
+import { claimNeeds } from '../../src/engine/claim-needs.js';
 import { agent, freshManager, operator } from '../helpers.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { portsOf } from '../stores.js';
@@ -42,6 +43,8 @@ describe('the pick on PostgreSQL', () => {
     // A hostile agent's flood: reserved for a made-up agent, or requiring what no one has.
     await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `for a ghost ${j}`, forAgent: 'ghost', card: CARD })), agent('mallory'));
     await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `needs magic ${j}`, requires: ['magic'], card: CARD })), agent('mallory'));
+    // Aimed at a claimer offering gpu: requiring it and what it lacks.
+    await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `needs gpu and magic ${j}`, requires: ['gpu', 'magic'], card: CARD })), agent('mallory'));
     await tm.createTask({ title: 'for a daemon', card: CARD }, operator);
     // The claim's own pick (its first round trip, FOR UPDATE SKIP LOCKED), the look before it and
     // the one-statement claim: before the table's statistics are gathered (a burst of creates)
@@ -49,17 +52,21 @@ describe('the pick on PostgreSQL', () => {
     for (const analyzed of [false, true]) {
       if (analyzed) await sql(tm.path, 'ANALYZE tasks');
       for (const withCard of [true, false]) {
-        for (const caps of [[], ['gpu']]) {
+        // None; sets looked up; past four, the walk in claim order (claim-needs.ts).
+        for (const caps of [[], ['gpu'], ['gpu', 'tpu'], ['a', 'b', 'c', 'd', 'gpu']]) {
           const twin = withCard ? '_card' : '';
-          const parts = [`tasks_claimable_open${twin}`, `tasks_claimable_for${twin}`, ...(caps.length > 0 ? [`tasks_claimable_needs${twin}`] : [])];
+          const needs = claimNeeds(caps);
+          const parts = [`tasks_claimable_open${twin}`, `tasks_claimable_for${twin}`];
+          if (needs.shape === 'walk') parts.push(`tasks_claimable_needs_walk${twin}`);
+          else if (needs.shape > 0) parts.push(`tasks_claimable_needs_set${twin}`, `tasks_claimable_needs_for${twin}`);
           const opening = pickOpening({ agent: 'a', withCard, capabilities: caps }, undefined);
           // Each part from its own index; the task itself then by its id.
           const byId = ['tasks_pkey', 'tasks_by_queue'];
           for (const used of [
             await indexesOf(tm.path, opening.sql, opening.args, opening.types),
-            await indexesOf(tm.path, lookSql(withCard, caps.length > 0, 'id'), ['default', Date.now(), 'a', JSON.stringify(caps)], ['text', 'bigint', 'text', 'text']),
+            await indexesOf(tm.path, lookSql(withCard, needs.shape, 'id'), ['default', Date.now(), 'a', needs.param], ['text', 'bigint', 'text', 'text']),
             // The one-statement claim (TaskManager.claimTask): its parameters' types are inferred.
-            await indexesOf(tm.path, claimOneSql(withCard, caps.length > 0, false), ['default', 'a', JSON.stringify(caps), null, 'claimed', 't', 60_000, null, 'a', 'b', 'c', 'd', false], []),
+            await indexesOf(tm.path, claimOneSql(withCard, needs.shape, false), ['default', 'a', needs.param, null, 'claimed', 't', 60_000, null, 'a', 'b', 'c', 'd', false], []),
           ]) {
             expect(parts.filter((p) => !used.includes(p)), opening.name).toEqual([]);
             expect(used.filter((n) => !parts.includes(n) && !byId.includes(n)), opening.name).toEqual([]);
@@ -70,6 +77,12 @@ describe('the pick on PostgreSQL', () => {
     // Nothing walks the flood: the pick returns the real task having read a handful of rows.
     expect((await tm.claimTask({ agent: 'a', withCard: true }))?.title).toBe('for a daemon');
     expect((await tm.claimTask({ agent: 'a', capabilities: ['gpu'] }))?.title).toBe('for an agent 0');
+    // A claimer offering gpu reads only the set ["gpu"], where the flood is not: its plan's index conditions name the set.
+    const gpu = claimNeeds(['gpu']);
+    const plan = await planOf(tm.path, lookSql(true, gpu.shape, 'id'), ['default', Date.now(), 'a', gpu.param], ['text', 'bigint', 'text', 'text']);
+    const conds = [...plan.matchAll(/"Index Name":"tasks_claimable_needs_(?:set|for)_card"[^}]*?"Index Cond":"([^"]*)"/g)].map((m) => m[1]!);
+    expect(conds.length).toBe(2);
+    for (const cond of conds) expect(cond).toMatch(/requires = /);
     await tm.close();
   });
 
@@ -134,6 +147,37 @@ describe('the pick on PostgreSQL', () => {
         await holder.query('ROLLBACK');
       });
     });
+    await tm.close();
+  });
+});
+
+describe('schema version 8 on a schema at version 7', () => {
+  it('builds the parts by requirement set with the tasks already pending in them, and claims take them in order', async () => {
+    const first = freshManager();
+    const url = first.path;
+    const titles = ['open, 1', 'gpu, 3', 'for a, gpu, 4', 'gpu and tpu, 5', 'for b, gpu, 6', 'magic, 7'];
+    await first.createTask({ title: titles[0]!, priority: 1 }, operator);
+    await first.createTask({ title: titles[1]!, priority: 3, requires: ['gpu'] }, operator);
+    await first.createTask({ title: titles[2]!, priority: 4, requires: ['gpu'], forAgent: 'a' }, operator);
+    await first.createTask({ title: titles[3]!, priority: 5, requires: ['tpu', 'gpu'] }, operator);
+    await first.createTask({ title: titles[4]!, priority: 6, requires: ['gpu'], forAgent: 'b' }, operator);
+    await first.createTask({ title: titles[5]!, priority: 7, requires: ['magic'] }, operator);
+    await first.close();
+    // Back to version 7, as that build left the schema: its needs part, no parts by set.
+    const added = ['tasks_claimable_needs_set', 'tasks_claimable_needs_for', 'tasks_claimable_needs_walk'];
+    for (const name of added) await sql(url, `DROP INDEX ${name}; DROP INDEX ${name}_card`);
+    await sql(url, `CREATE INDEX tasks_claimable_needs ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL`);
+    await sql(url, `CREATE INDEX tasks_claimable_needs_card ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND card <> '{}'`);
+    await sql(url, 'UPDATE schema_version SET version = 7');
+    const tm = freshManager({ path: url });
+    const claimed: string[] = [];
+    for (let t = await tm.claimTask({ agent: 'a', capabilities: ['gpu', 'tpu'] }); t !== null; t = await tm.claimTask({ agent: 'a', capabilities: ['gpu', 'tpu'] })) claimed.push(t.title);
+    expect(claimed).toEqual(['gpu and tpu, 5', 'for a, gpu, 4', 'gpu, 3', 'open, 1']);
+    // A claimer that walks (more than four capabilities) reads the walk's index.
+    expect((await tm.claimTask({ agent: 'b', capabilities: ['gpu', 'v', 'w', 'x', 'y'] }))?.title).toBe('for b, gpu, 6');
+    const indexes = (await sql<{ indexname: string }>(url, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'tasks' AND indexname LIKE 'tasks_claimable_needs%' ORDER BY 1")).map((r) => r.indexname);
+    expect(indexes).toEqual(added.flatMap((n) => [n, `${n}_card`]).sort());
+    expect(await sql(url, 'SELECT version FROM schema_version')).toEqual([{ version: 8 }]);
     await tm.close();
   });
 });

@@ -3,6 +3,7 @@
  * `FOR UPDATE SKIP LOCKED`: claimers never wait for a row another claimer holds, and exactly
  * one wins each task. The claim's rules (who may claim, what it writes) are claims.ts's.
  */
+import { type ClaimNeeds, claimNeeds } from '../claim-needs.js';
 import { checkClaimTarget, claimTerms, claimedData, startedData, takeClaim } from '../claims.js';
 import { DEFAULT_QUEUE } from '../creation.js';
 import { type TaskRow, heartbeatRefusal, toTask } from '../task-rows.js';
@@ -10,8 +11,9 @@ import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../type
 import { NOW_MS, type Opening, type Query } from './connection.js';
 import { appendEvents, lockTask, writeWithEvents } from './moves.js';
 
-const capsOf = (input: ClaimInput): string => JSON.stringify(input.capabilities ?? []);
-const hasCaps = (input: ClaimInput): boolean => (input.capabilities?.length ?? 0) > 0;
+const capsOf = (input: ClaimInput): string => claimNeeds(input.capabilities).param;
+const needsOf = (input: ClaimInput): Needs => claimNeeds(input.capabilities).shape;
+type Needs = ClaimNeeds['shape'];
 
 /** Where a pick's values come from: a parameter ($n) or an expression (the transaction's clock). */
 export type PickValues = { queue: string; now: string; agent: string; caps: string };
@@ -19,24 +21,32 @@ const PARAMS: PickValues = { queue: '$1', now: '$2', agent: '$3', caps: '$4' };
 
 /**
  * The parts of the claimable tasks this claimer may take from, each with its own partial
- * index in claim order (schema versions 6 and 7, as SQLite's 10 and 11): those anyone may
- * claim (tasks_claimable_open), those reserved for this agent that require nothing
- * (tasks_claimable_for), and for a claimer with capabilities those that require some
- * (tasks_claimable_needs). In one index a claim stepped over every task reserved for another
- * agent or requiring what it lacked, so an agent could make every claim slow by creating such
- * tasks. Capabilities are JSON text: a task's requirements must be contained in the claimer's.
+ * index in claim order (schema versions 6 to 8, as SQLite's 10 to 12): those anyone may claim
+ * (tasks_claimable_open), those reserved for this agent that require nothing
+ * (tasks_claimable_for), and for a claimer with capabilities those that require some: looked
+ * up by each requirement set its capabilities cover, not reserved and reserved for it
+ * (tasks_claimable_needs_set and _for; claim-needs.ts), or past MAX_LOOKED_UP walked in claim
+ * order (tasks_claimable_needs_walk). In one index a claim stepped over every task reserved
+ * for another agent or requiring what it lacked, so an agent could make every claim slow by
+ * creating such tasks. The capabilities' parameter is JSON text: the sets to look up, or (a
+ * walk) the capabilities a task's requirements must be contained in.
  */
-function pickParts(v: PickValues, withCard: boolean, withCaps: boolean): string[] {
+function pickParts(v: PickValues, withCard: boolean, needs: Needs): string[] {
   const base = `state = 'pending' AND unmet_deps = 0 AND queue = ${v.queue} AND run_after <= ${v.now}${withCard ? " AND card <> '{}'" : ''}`;
   // As a CASE: the planner guesses `<@` matches one row in a thousand, and then reads a whole
   // part (every task requiring capabilities) through a bitmap and sorts it, on every claim,
   // where walking the part in claim order stops at its first match. A CASE it guesses at half.
   const meets = `CASE WHEN requires::jsonb <@ ${v.caps}::jsonb THEN true ELSE false END`;
   const parts = [`${base} AND for_agent IS NULL AND requires IS NULL`, `${base} AND for_agent = ${v.agent} AND requires IS NULL`];
-  if (withCaps) parts.push(`${base} AND requires IS NOT NULL AND (for_agent IS NULL OR for_agent = ${v.agent}) AND ${meets}`);
-  // Without that part the capabilities' parameter goes unread, and an unread parameter has no
+  // length(requires) > 0: tasks_claimable_needs_walk's WHERE (schema.ts, version 8).
+  if (needs === 'walk') parts.push(`${base} AND requires IS NOT NULL AND length(requires) > 0 AND (for_agent IS NULL OR for_agent = ${v.agent}) AND ${meets}`);
+  for (let i = 0; needs !== 'walk' && i < needs; i++) {
+    const set = `requires = (${v.caps}::jsonb ->> ${i})`;
+    parts.push(`${base} AND for_agent IS NULL AND ${set}`, `${base} AND for_agent = ${v.agent} AND ${set}`);
+  }
+  // Without those parts the capabilities' parameter goes unread, and an unread parameter has no
   // type the server can tell: it is read here, always true ('[]' at least), to give it one.
-  else parts[0] += ` AND ${v.caps}::text IS NOT NULL`;
+  if (needs === 0) parts[0] += ` AND ${v.caps}::text IS NOT NULL`;
   return parts;
 }
 const ORDER = 'ORDER BY priority DESC, id';
@@ -44,8 +54,8 @@ const ORDER = 'ORDER BY priority DESC, id';
 const CANDIDATES = 4;
 
 /** A look (no lock): the best of each part's first entry. */
-export const lookSql = (withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS): string =>
-  `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${pickParts(v, withCard, withCaps)
+export const lookSql = (withCard: boolean, needs: Needs, columns: string, v: PickValues = PARAMS): string =>
+  `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${pickParts(v, withCard, needs)
     .map((part) => `(SELECT id, priority FROM tasks WHERE ${part} ${ORDER} LIMIT 1)`)
     .join(' UNION ALL ')}) f ${ORDER} LIMIT 1)`;
 
@@ -64,8 +74,8 @@ export const lookSql = (withCard: boolean, withCaps: boolean, columns: string, v
  *   at its commit, pickedSlowly). The rows it returns are the locked ones, as they are now: a
  *   task claimed and given back while the statement ran has its new attempt count.
  */
-export function pickSql(withCard: boolean, withCaps: boolean, columns: string, v: PickValues = PARAMS, slow = false): { with: string; select: string } {
-  const parts = pickParts(v, withCard, withCaps);
+export function pickSql(withCard: boolean, needs: Needs, columns: string, v: PickValues = PARAMS, slow = false): { with: string; select: string } {
+  const parts = pickParts(v, withCard, needs);
   if (slow) {
     const taken = columns === '*' ? '*' : `${columns}, priority`;
     const firsts = parts.map((part, i) => `pick_first${i} AS (SELECT ${taken} FROM tasks WHERE ${part} ${ORDER} LIMIT 1 FOR UPDATE SKIP LOCKED)`);
@@ -103,10 +113,10 @@ export const PICK_HAD_CANDIDATES = 'EXISTS (SELECT 1 FROM pick_cand)';
  */
 export function pickOpening(input: ClaimInput, fixedNow: number | undefined): Opening {
   const withCard = input.withCard === true;
-  const withCaps = hasCaps(input);
-  const pick = pickSql(withCard, withCaps, '*', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM pick_clock)' });
+  const needs = needsOf(input);
+  const pick = pickSql(withCard, needs, '*', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM pick_clock)' });
   return {
-    name: `taskloop_pick${withCard ? '_card' : ''}${withCaps ? '_caps' : ''}`,
+    name: `taskloop_pick${withCard ? '_card' : ''}${needs === 0 ? '' : `_caps_${needs}`}`,
     sql: `WITH pick_clock AS (SELECT coalesce($4, ${NOW_MS}) AS now), ${pick.with}
      SELECT c.now, ${PICK_HAD_CANDIDATES} AS pick_had, t.* FROM pick_clock c LEFT JOIN (${pick.select}) t ON true`,
     types: ['text', 'text', 'text', 'bigint'],
@@ -132,13 +142,13 @@ export function primePick(q: Query, row: Record<string, unknown> | undefined): v
 
 /** Whether a claim by `input` (without a task id) would find a task now: a read, no lock taken. */
 export async function claimable(q: Query, input: ClaimInput, now: number): Promise<boolean> {
-  const rows = await q(lookSql(input.withCard === true, hasCaps(input), 'id'), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
+  const rows = await q(lookSql(input.withCard === true, needsOf(input), 'id'), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
   return rows.length > 0;
 }
 
 /** A pick inside the caller's transaction: the task's columns (null when none) and, fast, pick_had. */
 async function pickIn(q: Query, input: ClaimInput, now: number, slow: boolean): Promise<Record<string, unknown> | undefined> {
-  const pick = pickSql(input.withCard === true, hasCaps(input), '*', PARAMS, slow);
+  const pick = pickSql(input.withCard === true, needsOf(input), '*', PARAMS, slow);
   const had = slow ? 'false' : PICK_HAD_CANDIDATES;
   const [found] = await q(`WITH ${pick.with} SELECT ${had} AS pick_had, t.* FROM (SELECT 1) one LEFT JOIN (${pick.select}) t ON true`, [
     input.queue ?? DEFAULT_QUEUE,
@@ -190,8 +200,8 @@ const CLAIMED_TEXT = JSON.stringify(claimedData(-1, -2)).split(/-[12]/);
 const STARTED_TEXT = JSON.stringify(startedData());
 
 /** The one statement of claimOne (exported for the plan test): $1 queue, $2 agent, $3 capabilities, $4 the clock … */
-export function claimOneSql(withCard: boolean, withCaps: boolean, slow: boolean): string {
-  const pick = pickSql(withCard, withCaps, 'id', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM c)' }, slow);
+export function claimOneSql(withCard: boolean, needs: Needs, slow: boolean): string {
+  const pick = pickSql(withCard, needs, 'id', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM c)' }, slow);
   return `WITH c AS (SELECT coalesce($4::bigint, ${NOW_MS}) AS now),
      ${pick.with},
      p AS (${pick.select}),
@@ -224,7 +234,7 @@ export async function claimOne(
 ): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
   const { state, leaseMs, token } = claimTerms(input);
   const [row] = await query<TaskRow & { first_event: number; last_event: number; pick_had: boolean }>(
-    claimOneSql(input.withCard === true, hasCaps(input), slow),
+    claimOneSql(input.withCard === true, needsOf(input), slow),
     [
       input.queue ?? DEFAULT_QUEUE,
       input.agent,

@@ -285,6 +285,33 @@ export const PG_MIGRATIONS: readonly string[] = [
   DROP INDEX IF EXISTS tasks_claimable_requiring;
   DROP INDEX IF EXISTS tasks_claimable_requiring_card;
   `,
+  // 8: the tasks that require capabilities also keyed by their requirement set, as SQLite's 12
+  // (claim-needs.ts), those reserved for an agent by agent first: a claimer that offers a few
+  // capabilities looks up the sets they cover, not reserved and reserved for it. Each key is
+  // equalities only, so the planner reads its entries in claim order (with `for_agent IS NULL`
+  // in the key it did not). A claimer offering more walks the part in claim order, as before,
+  // through tasks_claimable_needs_walk: tasks_claimable_needs again, with a term in its WHERE
+  // (`length(requires) > 0`) that a set's lookup does not imply, so that the planner cannot
+  // read it for one (before the table's first ANALYZE it did: the two cost the same).
+  // Through tasks_claimable_needs alone, a claimer that offered any capability stepped over
+  // every task requiring one it lacked. IF NOT EXISTS: an operator may build them beforehand,
+  // CONCURRENTLY (README).
+  `
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_set ON tasks (queue, requires, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND for_agent IS NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_set_card ON tasks (queue, requires, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND for_agent IS NULL AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_for ON tasks (for_agent, queue, requires, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND for_agent IS NOT NULL;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_for_card ON tasks (for_agent, queue, requires, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND for_agent IS NOT NULL AND card <> '{}';
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_walk ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND length(requires) > 0;
+  CREATE INDEX IF NOT EXISTS tasks_claimable_needs_walk_card ON tasks (queue, priority DESC, id)
+    WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND length(requires) > 0 AND card <> '{}';
+  DROP INDEX IF EXISTS tasks_claimable_needs;
+  DROP INDEX IF EXISTS tasks_claimable_needs_card;
+  `,
 ];
 
 /** Brings the schema to the newest version; see the module comment. Returns the version. */

@@ -9,6 +9,7 @@
  * - transitions lock the task row, so moves of one task are serialized.
  */
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
+import { requirementSet } from '../claim-needs.js';
 import { EngineError } from '../errors.js';
 import { type DependencyRow, type TaskRow, checkStepActor, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
 import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
@@ -30,7 +31,7 @@ const valuesOf = (input: BatchTaskInput, creator: Actor, now: number | null, dep
   input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
   input.queue ?? DEFAULT_QUEUE,
   input.forAgent ?? null,
-  (input.requires?.length ?? 0) > 0 ? JSON.stringify([...new Set(input.requires)].sort()) : null,
+  requirementSet(input.requires),
   depList.length > 0 ? JSON.stringify(depList) : null,
   key,
   scope,

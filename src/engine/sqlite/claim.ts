@@ -4,6 +4,7 @@ import { EngineError } from '../errors.js';
 import { asAgent } from '../actors.js';
 import { checkClaim } from '../states.js';
 import { checkClaimTarget } from '../claims.js';
+import { type ClaimNeeds, claimNeeds } from '../claim-needs.js';
 import { heartbeatRefusal } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
@@ -23,23 +24,27 @@ const claimedJson = (attempt: number, leaseExpiresAt: number): string =>
 const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
 
 /*
- * The best claimable task: the best of the first eligible entries of three partial indexes
- * (migration 11), each in claim order (queue, priority DESC, id):
+ * The best claimable task: the best of the first eligible entries of the partial indexes of
+ * the claimable tasks (migrations 11 and 12), each in claim order (priority DESC, id) within
+ * its key:
  * - tasks_claimable_open: the tasks any agent may claim (reserved for none, requiring nothing);
  * - tasks_claimable_for: those reserved for one agent that require nothing, read for this
  *   claimer alone;
  * - tasks_claimable_needs: those that require capabilities (reserved or not), read only by a
- *   claimer that offers some.
+ *   claimer that offers some. Also keyed by their requirement set (migration 12): a claimer
+ *   looks up each set its capabilities cover, not reserved (tasks_claimable_needs_set) and
+ *   reserved for it (tasks_claimable_needs_for) (claim-needs.ts); one offering more than
+ *   MAX_LOOKED_UP walks the part in claim order, checking each task's set (`walk`).
  * In one index the claim stepped over every task it could not take: an agent that created
  * 25,000 tasks reserved for a made-up agent (or requiring a capability no one has), at the
  * priority everyone's work has, made every claim in its queue 120x (240x) slower, 5 ms (10 ms)
  * inside the write lock: the whole file's writes. A daemon's pick (withCard) reads the _card
  * twin of each, which holds only tasks with a card (migration 8): tasks waiting for agents
- * are not in its way. What is left to step over: for a claimer that offers capabilities, tasks
- * requiring others it lacks; and tasks not yet due (run_after; only an operator delays a task).
+ * are not in its way. What is left to step over: tasks not yet due (run_after; only an
+ * operator delays a task), and for a claimer that walks, tasks requiring what it lacks.
  */
 const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps)))';
-export const pickSql = (withCard: boolean, withCaps: boolean, columns = TASK_COLUMNS) => {
+export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'], columns = TASK_COLUMNS) => {
   const twin = withCard ? '_card' : '';
   const card = withCard ? " AND card <> '{}'" : '';
   const first = (index: string, terms: string) =>
@@ -50,21 +55,27 @@ export const pickSql = (withCard: boolean, withCaps: boolean, columns = TASK_COL
     first('tasks_claimable_open', 'for_agent IS NULL AND requires IS NULL'),
     first('tasks_claimable_for', 'for_agent = @agent AND requires IS NULL'),
   ];
-  if (withCaps) firsts.push(first('tasks_claimable_needs', `requires IS NOT NULL AND (for_agent IS NULL OR for_agent = @agent) AND ${MEETS_CAPS}`));
+  if (needs === 'walk') {
+    firsts.push(first('tasks_claimable_needs', `requires IS NOT NULL AND (for_agent IS NULL OR for_agent = @agent) AND ${MEETS_CAPS}`));
+  } else {
+    for (let i = 0; i < needs; i++) {
+      const set = `requires = json_extract(@caps, '$[${i}]')`;
+      firsts.push(first('tasks_claimable_needs_set', `${set} AND for_agent IS NULL`), first('tasks_claimable_needs_for', `for_agent = @agent AND ${set}`));
+    }
+  }
   return `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${firsts.join('\n     UNION ALL ')}) ORDER BY priority DESC, id LIMIT 1)`;
 };
 
 type Pick = { get(params: Record<string, unknown>): unknown[] | undefined };
-/** The four picks (with a card or not, with capabilities or not), selecting `columns`. */
+/** The picks (with a card or not, by the shape of the claimer's capabilities), selecting `columns`, each prepared when first used. */
 function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number) => unknown[] | undefined {
   const picks = new Map<string, Pick>();
-  for (const withCard of [false, true]) {
-    for (const withCaps of [false, true]) picks.set(`${withCard}${withCaps}`, db.prepare<unknown[], unknown[]>(pickSql(withCard, withCaps, columns)).raw(true) as Pick);
-  }
   return (input, now) => {
-    const caps = input.capabilities ?? [];
-    const params = { queue: input.queue ?? DEFAULT_QUEUE, now, agent: input.agent, caps: caps.length === 0 ? '[]' : JSON.stringify(caps) };
-    return picks.get(`${input.withCard === true}${caps.length > 0}`)!.get(params);
+    const needs = claimNeeds(input.capabilities);
+    const key = `${input.withCard === true}${needs.shape}`;
+    let pick = picks.get(key);
+    if (pick === undefined) picks.set(key, (pick = db.prepare<unknown[], unknown[]>(pickSql(input.withCard === true, needs.shape, columns)).raw(true) as Pick));
+    return pick.get({ queue: input.queue ?? DEFAULT_QUEUE, now, agent: input.agent, caps: needs.param });
   };
 }
 

@@ -4,6 +4,7 @@ import type { Db } from './connection.js';
 import { type EventWriter, type TaskRow, toTask } from './rows.js';
 import { type DependencyRow, dependencyRefusal } from '../task-rows.js';
 import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder } from '../creation.js';
+import { requirementSet } from '../claim-needs.js';
 
 export { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, SCHEDULER_SCOPE, scopeOf } from '../creation.js';
 
@@ -63,7 +64,7 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
         max_attempts: input.maxAttempts ?? DEFAULT_MAX_ATTEMPTS,
         queue: input.queue ?? DEFAULT_QUEUE,
         for_agent: input.forAgent ?? null,
-        requires: (input.requires?.length ?? 0) > 0 ? JSON.stringify([...new Set(input.requires)].sort()) : null,
+        requires: requirementSet(input.requires),
         depends_on: depList.length > 0 ? JSON.stringify(depList) : null,
         idempotency_key: input.idempotencyKey ?? null,
         idempotency_scope: input.idempotencyKey === undefined ? null : scope,
