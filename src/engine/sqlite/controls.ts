@@ -17,6 +17,16 @@ export interface Controls {
   set(request: ControlRequest, now: number, events: TaskEvent[]): number[];
 }
 
+/**
+ * The tasks a run may be live on (`--all`'s targets). The pending ones with a live run (a run
+ * requeued by a stop, a released one) are found from the open runs (runs_active; CROSS JOIN
+ * keeps them first): from the pending tasks, the emergency stop read every one of them inside
+ * the write lock (7-10 ms at 100,000 pending).
+ */
+export const LIVE_SQL = `SELECT * FROM tasks WHERE state IN ('claimed', 'in_progress', 'waiting')
+  UNION SELECT t.* FROM runs r CROSS JOIN tasks t ON t.id = r.task_id WHERE r.finished_at IS NULL AND t.state = 'pending'
+  ORDER BY id`;
+
 export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): Controls {
   const get = db.prepare<[number], { state: ControlState; set_by_role: string | null }>('SELECT state, set_by_role FROM controls WHERE task_id = ?');
   const upsert = db.prepare(
@@ -26,11 +36,7 @@ export function prepareControls(db: Db, writer: EventWriter, apply: ApplyMove): 
   const remove = db.prepare('DELETE FROM controls WHERE task_id = ?');
   const taskRow = db.prepare<[number], TaskRow>('SELECT * FROM tasks WHERE id = ?');
   const hasOpenRun = db.prepare<[number], { id: number }>('SELECT id FROM runs WHERE task_id = ? AND finished_at IS NULL');
-  const live = db.prepare<[], TaskRow>(
-    `SELECT * FROM tasks WHERE state IN ('claimed', 'in_progress', 'waiting')
-     UNION SELECT t.* FROM tasks t JOIN runs r ON r.task_id = t.id AND r.finished_at IS NULL WHERE t.state = 'pending'
-     ORDER BY id`,
-  );
+  const live = db.prepare<[], TaskRow>(LIVE_SQL);
 
   const all = db.prepare<[], { task_id: number; state: ControlState }>("SELECT task_id, state FROM controls WHERE state <> 'running'");
 
