@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod/v4';
-import { type Actor, EngineError, type FindTasksQuery, LIMITS, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type FindTasksQuery, LIMITS, MAX_LOOKED_UP, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -137,7 +137,14 @@ export const taskClaim = defineTool({
   args: z.strictObject({
     task_id: taskId.optional(),
     queue: z.string().optional(),
-    capabilities: z.array(z.string()).optional(),
+    // At most MAX_LOOKED_UP: a claim looks up each set they cover; one offering more walks
+    // every task that requires capabilities, in the store's write lock, and an agent that had
+    // created thousands requiring one it left out could hold that lock for each of its claims.
+    capabilities: z
+      .array(z.string())
+      .max(MAX_LOOKED_UP)
+      .optional()
+      .describe(`what you can do (at most ${MAX_LOOKED_UP}): tasks that require only these may be yours`),
     lease_seconds: z.int().min(1).max(86_400).optional(),
   }),
   execute: async (a, ctx) => {
