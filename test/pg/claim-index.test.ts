@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import { claimOneSql, lookSql, pickOpening } from '../../src/engine/postgres/claim.js';
 import { claimNeeds } from '../../src/engine/claim-needs.js';
+import { literal } from '../../src/engine/postgres/connection.js';
 import { agent, freshManager, operator } from '../helpers.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { portsOf } from '../stores.js';
@@ -83,6 +84,14 @@ describe('the pick on PostgreSQL', () => {
     const conds = [...plan.matchAll(/"Index Name":"tasks_claimable_needs_(?:set|for)_card"[^}]*?"Index Cond":"([^"]*)"/g)].map((m) => m[1]!);
     expect(conds.length).toBe(2);
     for (const cond of conds) expect(cond).toMatch(/requires = /);
+    // However many sets a claimer covers, the statement is the same (a LATERAL over them):
+    // as one part per set, a claimer offering four capabilities had 32 parts to plan.
+    for (const withCard of [false, true]) {
+      const texts = [['a'], ['a', 'b'], ['a', 'b', 'c', 'd']].map((caps) => pickOpening({ agent: 'a', withCard, capabilities: caps }, undefined));
+      expect(new Set(texts.map((o) => o.sql)).size).toBe(1);
+      expect(new Set(texts.map((o) => o.name)).size).toBe(1);
+      expect(new Set([1, 3, 15].map((n) => claimOneSql(withCard, n, false))).size).toBe(1);
+    }
     await tm.close();
   });
 
@@ -178,6 +187,35 @@ describe('schema version 8 on a schema at version 7', () => {
     const indexes = (await sql<{ indexname: string }>(url, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'tasks' AND indexname LIKE 'tasks_claimable_needs%' ORDER BY 1")).map((r) => r.indexname);
     expect(indexes).toEqual(added.flatMap((n) => [n, `${n}_card`]).sort());
     expect(await sql(url, 'SELECT version FROM schema_version')).toEqual([{ version: 8 }]);
+    await tm.close();
+  });
+});
+
+describe('the pick behind a pooler (wakeups=poll), its values written into the text', () => {
+  it('reads each part by its index, the queue and the requirement set as index conditions: neither the queue’s claimable tasks nor a flood are read', async () => {
+    const tm = freshManager();
+    await tm.createTasks(Array.from({ length: 1000 }, (_, j) => ({ title: `open ${j}`, card: CARD })), operator);
+    await tm.createTasks(Array.from({ length: 1000 }, (_, j) => ({ title: `needs magic ${j}`, requires: ['magic'], card: CARD })), agent('mallory'));
+    await tm.createTask({ title: 'needs gpu', requires: ['gpu'], priority: 1, card: CARD }, operator);
+    for (const caps of [[], ['gpu'], ['gpu', 'tpu', 'x', 'y']]) {
+      const opening = pickOpening({ agent: 'a', withCard: true, capabilities: caps }, undefined);
+      // As connection.ts writes an opening without named statements: each $n its literal.
+      const text = opening.sql.replace(/\$(\d+)/g, (_, n: string) => `${literal(opening.args[Number(n) - 1]!)}::${opening.types[Number(n) - 1]}`);
+      const plan = await withClient(tm.path, async (client) => {
+        await client.query('BEGIN');
+        try {
+          return JSON.stringify((await client.query(`EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${text}`)).rows[0]['QUERY PLAN']);
+        } finally {
+          await client.query('ROLLBACK');
+        }
+      });
+      const rows = [...plan.matchAll(/"Actual Rows":(\d+)/g)].map((m) => Number(m[1]));
+      // At most the sets looked up (15 for four capabilities); a part read by a filter on the queue read 1,000.
+      expect(Math.max(...rows), `${JSON.stringify(caps)}: ${plan}`).toBeLessThanOrEqual(15);
+      // The queue is an index condition of every part (the re-check of the row found is a CASE).
+      expect(plan).not.toMatch(/"Filter":"(?!CASE WHEN)[^"]*queue = /);
+      expect(plan).toMatch(/"Index Name":"tasks_claimable_open_card"[^}]*"Index Cond":"\(queue = /);
+    }
     await tm.close();
   });
 });

@@ -24,7 +24,11 @@ export interface Opening {
 /**
  * A value as SQL text that cannot break out of its place: a safe integer as digits, a string
  * as the hex of its UTF-8 bytes (only 0-9 and a-f reach the text, whatever the string
- * holds, under any standard_conforming_strings). Anything else is refused.
+ * holds, under any standard_conforming_strings). Anything else is refused. A string is given
+ * the database's default collation, as a bound parameter has: convert_from's result takes
+ * "C" from its encoding's name, and a column compared with it under another collation is not
+ * an index condition, so behind a pooler (`wakeups=poll`, where these are written into the
+ * statement) a claim read its whole part of the queue's claimable tasks and sorted it.
  */
 export function literal(v: number | string | null): string {
   if (v === null) return 'NULL';
@@ -33,7 +37,7 @@ export function literal(v: number | string | null): string {
     return String(v);
   }
   if (typeof v !== 'string') throw new EngineError('VALIDATION_FAILED', 'only integers and strings are written into SQL text');
-  return `convert_from(decode('${Buffer.from(v, 'utf8').toString('hex')}', 'hex'), 'UTF8')`;
+  return `(convert_from(decode('${Buffer.from(v, 'utf8').toString('hex')}', 'hex'), 'UTF8') COLLATE pg_catalog."default")`;
 }
 
 /**
