@@ -1,6 +1,7 @@
 /**
- * How a claim reads the claimable tasks that require capabilities (the `needs` part: SQLite's
- * tasks_claimable_needs_set, migration 12; PostgreSQL's, schema version 8), on both stores.
+ * How a claim reads the claimable tasks that require capabilities (the `needs` part), on both
+ * stores: tasks_claimable_needs_set (anyone's, by queue and set) and tasks_claimable_needs_for
+ * (reserved, by agent, queue and set), SQLite's migration 12 and PostgreSQL's schema version 8.
  *
  * A task's requirements are kept as one canonical text (requirementSet: sorted, each once), and
  * the part is keyed by it. An index cannot answer "is this set contained in mine", but a
@@ -8,12 +9,14 @@
  * it offers, looked up exactly (2^n - 1 of them, each twice: not reserved, reserved for it). In
  * one index in claim order, a claimer that offered any capability stepped over every task
  * requiring one it lacked, and an agent could make every such claim slow (a daemon offering
- * `desktop`: 10.9 ms a claim, inside SQLite's write lock, behind 25,000 tasks requiring
+ * `desktop`: 9.9 ms a claim, inside SQLite's write lock, behind 25,000 tasks requiring
  * `magic`; `npm run bench:claim`, kind `capable`).
  *
- * A claimer offering more than MAX_LOOKED_UP capabilities walks the part instead, checking each
- * task's set against its own, as before (`walk`): what it offers is the operator's choice, and
- * past a few the lookups cost more than the walk of a part without a flood.
+ * A claimer offering more than MAX_LOOKED_UP capabilities walks the part in claim order
+ * instead, checking each task's set against its own, as before (`walk`): past a few, the
+ * lookups cost more than the walk of a part without a flood. That is an operator's choice for
+ * a daemon; an agent's task_claim offers at most MAX_LOOKED_UP (a walk it chose would hold
+ * SQLite's write lock behind a flood of its own making).
  */
 export const MAX_LOOKED_UP = 4;
 
