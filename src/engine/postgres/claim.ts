@@ -11,8 +11,6 @@ import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../type
 import { NOW_MS, type Opening, type Query } from './connection.js';
 import { appendEvents, lockTask, writeWithEvents } from './moves.js';
 
-const capsOf = (input: ClaimInput): string => claimNeeds(input.capabilities).param;
-const needsOf = (input: ClaimInput): Needs => claimNeeds(input.capabilities).shape;
 type Needs = ClaimNeeds['shape'];
 
 /** Where a pick's values come from: a parameter ($n) or an expression (the transaction's clock). */
@@ -130,14 +128,14 @@ export const PICK_HAD_CANDIDATES = 'EXISTS (SELECT 1 FROM pick_cand)';
  */
 export function pickOpening(input: ClaimInput, fixedNow: number | undefined): Opening {
   const withCard = input.withCard === true;
-  const needs = needsOf(input);
-  const pick = pickSql(withCard, needs, '*', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM pick_clock)' });
+  const needs = claimNeeds(input.capabilities);
+  const pick = pickSql(withCard, needs.shape, '*', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM pick_clock)' });
   return {
-    name: `taskloop_pick${withCard ? '_card' : ''}${needs === 0 ? '' : needs === 'walk' ? '_walk' : '_caps'}`,
+    name: `taskloop_pick${withCard ? '_card' : ''}${needs.shape === 0 ? '' : needs.shape === 'walk' ? '_walk' : '_caps'}`,
     sql: `WITH pick_clock AS (SELECT coalesce($4, ${NOW_MS}) AS now), ${pick.with}
      SELECT c.now, ${PICK_HAD_CANDIDATES} AS pick_had, t.* FROM pick_clock c LEFT JOIN (${pick.select}) t ON true`,
     types: ['text', 'text', 'text', 'bigint'],
-    args: [input.queue ?? DEFAULT_QUEUE, input.agent, capsOf(input), fixedNow ?? null],
+    args: [input.queue ?? DEFAULT_QUEUE, input.agent, needs.param, fixedNow ?? null],
     givesNow: true,
   };
 }
@@ -159,19 +157,21 @@ export function primePick(q: Query, row: Record<string, unknown> | undefined): v
 
 /** Whether a claim by `input` (without a task id) would find a task now: a read, no lock taken. */
 export async function claimable(q: Query, input: ClaimInput, now: number): Promise<boolean> {
-  const rows = await q(lookSql(input.withCard === true, needsOf(input), 'id'), [input.queue ?? DEFAULT_QUEUE, now, input.agent, capsOf(input)]);
+  const needs = claimNeeds(input.capabilities);
+  const rows = await q(lookSql(input.withCard === true, needs.shape, 'id'), [input.queue ?? DEFAULT_QUEUE, now, input.agent, needs.param]);
   return rows.length > 0;
 }
 
 /** A pick inside the caller's transaction: the task's columns (null when none) and, fast, pick_had. */
 async function pickIn(q: Query, input: ClaimInput, now: number, slow: boolean): Promise<Record<string, unknown> | undefined> {
-  const pick = pickSql(input.withCard === true, needsOf(input), '*', PARAMS, slow);
+  const needs = claimNeeds(input.capabilities);
+  const pick = pickSql(input.withCard === true, needs.shape, '*', PARAMS, slow);
   const had = slow ? 'false' : PICK_HAD_CANDIDATES;
   const [found] = await q(`WITH ${pick.with} SELECT ${had} AS pick_had, t.* FROM (SELECT 1) one LEFT JOIN (${pick.select}) t ON true`, [
     input.queue ?? DEFAULT_QUEUE,
     now,
     input.agent,
-    capsOf(input),
+    needs.param,
   ]);
   return found;
 }
@@ -250,12 +250,13 @@ export async function claimOne(
   slow = false,
 ): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
   const { state, leaseMs, token } = claimTerms(input);
+  const needs = claimNeeds(input.capabilities);
   const [row] = await query<TaskRow & { first_event: number; last_event: number; pick_had: boolean }>(
-    claimOneSql(input.withCard === true, needsOf(input), slow),
+    claimOneSql(input.withCard === true, needs.shape, slow),
     [
       input.queue ?? DEFAULT_QUEUE,
       input.agent,
-      capsOf(input),
+      needs.param,
       fixedNow ?? null,
       state,
       token,
