@@ -25,6 +25,7 @@ import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, loadavg } from 'node:os';
 import { createSqliteStore, createTaskManager } from '../dist/engine/index.js';
+import { completionCounter } from './lib/completions.mjs';
 import { killAll, startDaemonProcess, troubleLines, waitFor } from './lib/loop-daemon.mjs';
 import { cpuSecondsOf, createScratch, fmtInt, fmtNum, log, table } from './lib/util.mjs';
 
@@ -82,8 +83,9 @@ async function inFlight() {
   await createMany(path, INFLIGHT, card);
   const db = new Database(path, { readonly: true });
   const d = await startDaemonProcess(path, 2, ['--concurrency', String(INFLIGHT)]);
+  const completed = completionCounter(db);
   try {
-    await waitFor(() => (counts(db).completed ?? 0) >= INFLIGHT || undefined, 120_000, 'all in-flight tasks', 20);
+    await waitFor(() => completed() >= INFLIGHT || undefined, 120_000, 'all in-flight tasks', 20);
     const wall = (Date.now() - d.startedAt) / 1000;
     const rss = peakRssMb(d.child.pid);
     await d.terminate();
@@ -118,12 +120,14 @@ async function daemonDrain(daemons, threads = THREADS) {
     // The daemons' CPU per task of each wave, from their start lines (their start-up left
     // out) to the wave's last completion; the waves overlap by the runs in flight.
     const cpu = () => ds.reduce((sum, d) => sum + cpuSecondsOf(d.child.pid), 0);
+    // Polled from the event log's tail: a count by state would take CPU from the daemons.
+    const completed = completionCounter(db);
     const cpu0 = cpu();
-    await waitFor(() => (counts(db).completed ?? 0) >= DRAIN || undefined, 300_000, 'the cold wave', 5);
+    await waitFor(() => completed() >= DRAIN || undefined, 300_000, 'the cold wave', 5);
     const cpu1 = cpu();
-    await waitFor(() => (counts(db).completed ?? 0) >= DRAIN + WARMUP * daemons || undefined, 300_000, 'the warm-up', 5);
+    await waitFor(() => completed() >= DRAIN + WARMUP * daemons || undefined, 300_000, 'the warm-up', 5);
     const cpu2 = cpu();
-    await waitFor(() => (counts(db).completed ?? 0) >= DRAIN + WARMUP * daemons + WARM || undefined, 300_000, 'the warm wave', 20);
+    await waitFor(() => completed() >= DRAIN + WARMUP * daemons + WARM || undefined, 300_000, 'the warm wave', 20);
     const cpu3 = cpu();
     for (const d of ds) await d.terminate();
     return {
