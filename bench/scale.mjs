@@ -18,8 +18,10 @@
  *    the cold wave measures V8's warm-up and the warm wave what a running daemon drains.
  * Also two daemons of one thread each (d2x1): as many threads as one daemon of two, so the process
  * boundary's cost without more threads than cores on a two-core machine.
- * Fresh files per scenario in a temp folder (removed at the end). BENCH_SCALE_ONLY (a comma list
- * of inflight, lib, d1, d2, d2x1) runs only those parts and prints their raw figures as JSON.
+ * The drains run BENCH_SCALE_ROUNDS (3) times, interleaved, each ratio taken within a round and
+ * its median reported. Fresh files per scenario in a temp folder (removed at the end).
+ * BENCH_SCALE_ONLY (a comma list of inflight, lib, d1, d2, d2x1) runs only those parts, one round
+ * unless BENCH_SCALE_ROUNDS says otherwise, and prints their raw figures as JSON.
  */
 import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
@@ -142,44 +144,66 @@ async function daemonDrain(daemons, threads = THREADS) {
 }
 
 const load0 = loadavg()[0];
-const r = {};
 // BENCH_SCALE_ONLY: a comma list of inflight, lib, d1, d2, d2x1 (all by default); prints the parts' JSON.
 const ONLY = process.env.BENCH_SCALE_ONLY?.split(',');
+// BENCH_SCALE_ROUNDS (3): the drains run this many times, interleaved (lib, d1, d2, d2x1, then
+// again), and each ratio is taken within a round, then its median reported: on a shared
+// machine one drain's rate moves by 10-30% from one run to the next (BENCHMARKS.md, session 25).
+const ROUNDS = env('BENCH_SCALE_ROUNDS', ONLY === undefined ? 3 : 1);
 // d2x1: two daemons of one thread each, as many threads as one daemon of two: what the process
 // boundary costs without more threads than this machine's two cores.
-const parts = { inflight: inFlight, lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2), d2x1: () => daemonDrain(2, 1) };
+const drains = { lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2), d2x1: () => daemonDrain(2, 1) };
+const wanted = (name) => ONLY === undefined || ONLY.includes(name);
+const r = { rounds: [] };
 try {
-  for (const [name, run] of Object.entries(parts)) {
-    if (ONLY !== undefined && !ONLY.includes(name)) continue;
-    log(`${name} …`);
-    r[name] = await run();
+  if (wanted('inflight')) {
+    log('inflight …');
+    r.inflight = await inFlight();
+  }
+  for (let round = 1; round <= ROUNDS; round++) {
+    const one = {};
+    for (const [name, run] of Object.entries(drains)) {
+      if (!wanted(name)) continue;
+      log(`${name}, round ${round} of ${ROUNDS} …`);
+      one[name] = await run();
+    }
+    r.rounds.push(one);
   }
 } finally {
   scratch.remove();
 }
 if (ONLY !== undefined) {
-  console.log(JSON.stringify(r));
+  // One round: its parts at the top level, as before rounds existed.
+  console.log(JSON.stringify(ROUNDS === 1 ? { ...(r.inflight && { inflight: r.inflight }), ...r.rounds[0] } : r));
   process.exit(0);
 }
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
 const out = [];
 out.push(`taskloop scale benchmark — ${availableParallelism()} CPUs, node ${process.version}, load average ${load0.toFixed(2)} → ${loadavg()[0].toFixed(2)}`);
 out.push('');
 out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, one daemon, 2 threads: all done in ${fmtNum(r.inflight.wall, 2)} s, peak RSS ${fmtNum(r.inflight.rss, 0)} MB; states ${JSON.stringify(r.inflight.states)}; trouble lines ${r.inflight.trouble.length}`);
 out.push('');
+const names = { lib: 'library (claim + transition)', d1: `one daemon, ${THREADS} thread(s) (echo card)`, d2: `two daemons, ${THREADS} thread(s) each`, d2x1: 'two daemons, 1 thread each' };
 const row = (name, wave, x) => [name, wave, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.cpuMsPerTask === undefined ? '' : fmtNum(x.cpuMsPerTask, 3), x.byAssignee.join(' / ')];
-const rows = (name, x) => [row(name, 'cold', x.cold), row('', 'warm', x.warm)];
-out.push(table([`2 drain: cold wave ${fmtInt(DRAIN)}, warm wave ${fmtInt(WARM)} after ${fmtInt(WARMUP)} more per process`, 'wave', 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], [
-  ...rows('library (claim + transition)', r.lib),
-  ...rows(`one daemon, ${THREADS} thread(s) (echo card)`, r.d1),
-  ...rows(`two daemons, ${THREADS} thread(s) each`, r.d2),
-  ...rows('two daemons, 1 thread each', r.d2x1),
-]));
+const rows = [];
+r.rounds.forEach((one, i) => {
+  for (const [key, name] of Object.entries(names)) rows.push(row(`${name}, round ${i + 1}`, 'cold', one[key].cold), row('', 'warm', one[key].warm));
+});
+out.push(table([`2 drain: cold wave ${fmtInt(DRAIN)}, warm wave ${fmtInt(WARM)} after ${fmtInt(WARMUP)} more per process`, 'wave', 'seconds', 'tasks/s', 'events/task', 'daemon CPU ms/task', 'tasks per claimer'], rows));
 out.push('');
-const ratio = (a, b, wave) => fmtNum(a[wave].perSec / b[wave].perSec, 2);
-out.push(table(['ratio', 'cold wave', 'warm wave', 'target'], [
-  ['one daemon / library', ratio(r.d1, r.lib, 'cold'), ratio(r.d1, r.lib, 'warm'), '>= 0.3'],
-  ['two daemons / one daemon', ratio(r.d2, r.d1, 'cold'), ratio(r.d2, r.d1, 'warm'), '>= 1.0'],
-  [`two daemons of 1 thread / one of ${THREADS}`, ratio(r.d2x1, r.d1, 'cold'), ratio(r.d2x1, r.d1, 'warm'), ''],
+const ratios = (a, b, wave) => r.rounds.map((one) => one[a][wave].perSec / one[b][wave].perSec);
+const ratioRow = (label, a, b, target) => {
+  const cold = ratios(a, b, 'cold');
+  const warm = ratios(a, b, 'warm');
+  return [label, fmtNum(median(cold), 2), fmtNum(median(warm), 2), warm.map((x) => fmtNum(x, 2)).join(' / '), target];
+};
+out.push(table(['ratio (median of the rounds)', 'cold wave', 'warm wave', 'warm, each round', 'target'], [
+  ratioRow('one daemon / library', 'd1', 'lib', '>= 0.3'),
+  ratioRow('two daemons / one daemon', 'd2', 'd1', '>= 1.0'),
+  ratioRow(`two daemons of 1 thread / one of ${THREADS}`, 'd2x1', 'd1', ''),
 ]));
-out.push(`trouble lines: ${[...r.d1.trouble, ...r.d2.trouble, ...r.d2x1.trouble].length}`);
+out.push(`trouble lines: ${r.rounds.flatMap((one) => [...one.d1.trouble, ...one.d2.trouble, ...one.d2x1.trouble]).length}`);
 console.log(out.join('\n'));
