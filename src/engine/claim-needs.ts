@@ -12,13 +12,22 @@
  * `desktop`: 9.9 ms a claim, inside SQLite's write lock, behind 25,000 tasks requiring
  * `magic`; `npm run bench:claim`, kind `capable`).
  *
+ * The sets are one parameter, a JSON array, looked up by one statement whatever their number
+ * (a LATERAL on PostgreSQL, a correlated lookup per set on SQLite): 30 lookups for a claimer
+ * offering four capabilities, 510 for eight, which cost its claim ~0.22 ms on SQLite, inside
+ * the write lock, and ~2 ms on PostgreSQL, flood or not (`npm run bench:claim`, kind `eight`);
+ * walking a flood of 25,000 instead cost 11 ms and 21 ms a claim (kinds `capable6`, `capable8`).
+ *
  * A claimer offering more than MAX_LOOKED_UP capabilities walks the part in claim order
- * instead, checking each task's set against its own, as before (`walk`): past a few, the
- * lookups cost more than the walk of a part without a flood. That is an operator's choice for
- * a daemon; an agent's task_claim offers at most MAX_LOOKED_UP (a walk it chose would hold
- * SQLite's write lock behind a flood of its own making).
+ * instead, checking each task's set against its own (`walk`): the lookups double with each
+ * capability, paid on every claim, flood or not (sixteen would be 65,535 sets, ~60 ms), where
+ * a walk without a flood stops at its first entries. Only an operator's daemon or CLI can offer
+ * that many; an agent's task_claim offers at most AGENT_MAX_CAPABILITIES, since the lookups
+ * its claim asks for are a cost it chooses and everyone's writes wait on.
  */
-export const MAX_LOOKED_UP = 4;
+export const MAX_LOOKED_UP = 8;
+/** The most capabilities an agent's task_claim may offer: 15 sets to look up, each twice. */
+export const AGENT_MAX_CAPABILITIES = 4;
 
 /** The canonical text of a requirement list (null for none), as every store writes it. */
 export const requirementSet = (requires: readonly string[] | undefined): string | null =>

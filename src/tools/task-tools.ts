@@ -5,7 +5,7 @@
  * actor rules apply as for any agent. Requires `services.manager` (a TaskManager).
  */
 import { z } from 'zod/v4';
-import { type Actor, EngineError, type FindTasksQuery, LIMITS, MAX_LOOKED_UP, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
+import { type Actor, EngineError, type FindTasksQuery, LIMITS, AGENT_MAX_CAPABILITIES, type Task, type TaskManager, TASK_STATES, type WireEvent, type WireTask, toWireEvent, toWireTask } from '../engine/index.js';
 import { type Tool, type ToolContext, defineTool } from './registry.js';
 
 function manager(ctx: ToolContext): TaskManager {
@@ -137,14 +137,15 @@ export const taskClaim = defineTool({
   args: z.strictObject({
     task_id: taskId.optional(),
     queue: z.string().optional(),
-    // At most MAX_LOOKED_UP: a claim looks up each set they cover; one offering more walks
-    // every task that requires capabilities, in the store's write lock, and an agent that had
-    // created thousands requiring one it left out could hold that lock for each of its claims.
+    // At most AGENT_MAX_CAPABILITIES: a claim looks up each set they cover, twice (2^n - 1
+    // sets), in the store's write lock; past MAX_LOOKED_UP it walks every task that requires
+    // capabilities, and an agent that had created thousands requiring one it left out could
+    // hold that lock for each of its claims (claim-needs.ts).
     capabilities: z
       .array(z.string())
-      .max(MAX_LOOKED_UP)
+      .max(AGENT_MAX_CAPABILITIES)
       .optional()
-      .describe(`what you can do (at most ${MAX_LOOKED_UP}): tasks that require only these may be yours`),
+      .describe(`what you can do (at most ${AGENT_MAX_CAPABILITIES}): tasks that require only these may be yours`),
     lease_seconds: z.int().min(1).max(86_400).optional(),
   }),
   execute: async (a, ctx) => {

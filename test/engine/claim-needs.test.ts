@@ -20,9 +20,12 @@ describe('claimNeeds', () => {
   });
 
   it(`past ${MAX_LOOKED_UP} capabilities it walks, with what it offers`, () => {
-    const caps = ['e', 'd', 'c', 'b', 'a'];
-    expect(claimNeeds(caps.slice(0, MAX_LOOKED_UP)).shape).toBe(2 ** MAX_LOOKED_UP - 1);
-    expect(claimNeeds(caps)).toEqual({ shape: 'walk', param: '["a","b","c","d","e"]' });
+    const caps = ['i', 'h', 'g', 'f', 'e', 'd', 'c', 'b', 'a'];
+    expect(caps.length).toBe(MAX_LOOKED_UP + 1);
+    const eight = claimNeeds(caps.slice(0, MAX_LOOKED_UP));
+    expect(eight.shape).toBe(2 ** MAX_LOOKED_UP - 1);
+    expect(new Set(JSON.parse(eight.param) as string[]).size).toBe(255);
+    expect(claimNeeds(caps)).toEqual({ shape: 'walk', param: '["a","b","c","d","e","f","g","h","i"]' });
   });
 
   it('a list changed in place after a claim is read again (not the answer kept for its first contents)', () => {

@@ -65,7 +65,7 @@ describe('a claim across the kinds of claimable task', () => {
     expect(await titles({ agent: 'e' })).toEqual(['for e card, 7']);
   });
 
-  it('a claimer takes what its capabilities cover, whatever their order or repeats; one offering more than four walks, and takes the same', async () => {
+  it('a claimer takes what its capabilities cover, whatever their order or repeats; one offering more than eight walks, and takes the same', async () => {
     // Tasks of every requirement set over a, b, c, z (z: no claimer has it), not reserved, reserved for alice, reserved for bob.
     const sets = [['a'], ['b'], ['c'], ['z'], ['a', 'b'], ['b', 'a', 'b'], ['a', 'z'], ['a', 'b', 'c'], ['c', 'a'], ['a', 'b', 'c', 'z']];
     const tasks = sets.flatMap((requires, i) => [undefined, 'alice', 'bob'].map((forAgent, j) => ({ title: `${requires.join('+')} for ${forAgent ?? 'anyone'}`, requires, forAgent, priority: (i * 7 + j * 3) % 5 })));
@@ -74,9 +74,12 @@ describe('a claim across the kinds of claimable task', () => {
       { agent: 'alice', capabilities: ['b', 'a', 'b'] },
       { agent: 'alice', capabilities: ['c', 'b', 'a'] },
       { agent: 'bob', capabilities: ['x', 'c', 'a', 'b'] },
-      // Past MAX_LOOKED_UP (4): the walk.
       { agent: 'alice', capabilities: ['x', 'y', 'c', 'a', 'b'] },
       { agent: 'carol', capabilities: ['v', 'w', 'x', 'y', 'a', 'b'] },
+      // MAX_LOOKED_UP (8): 255 sets looked up.
+      { agent: 'alice', capabilities: ['t', 'u', 'v', 'w', 'x', 'y', 'c', 'a'] },
+      // Past MAX_LOOKED_UP: the walk.
+      { agent: 'bob', capabilities: ['s', 't', 'u', 'v', 'w', 'x', 'c', 'a', 'b'] },
     ];
     for (const claimer of claimers) {
       const tm = freshManager();

@@ -33,8 +33,11 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
  * - tasks_claimable_needs: those that require capabilities (reserved or not), read only by a
  *   claimer that offers some. Also keyed by their requirement set (migration 12): a claimer
  *   looks up each set its capabilities cover, not reserved (tasks_claimable_needs_set) and
- *   reserved for it (tasks_claimable_needs_for) (claim-needs.ts); one offering more than
- *   MAX_LOOKED_UP walks the part in claim order, checking each task's set (`walk`).
+ *   reserved for it (tasks_claimable_needs_for) (claim-needs.ts): one correlated lookup per set
+ *   over the JSON array of them, so that the statement is the same for one set or 255 (as
+ *   UNION ALL terms, SQLite's limit of 500 terms would have capped it at seven capabilities).
+ *   One offering more than MAX_LOOKED_UP walks the part in claim order, checking each task's
+ *   set (`walk`).
  * In one index the claim stepped over every task it could not take: an agent that created
  * 25,000 tasks reserved for a made-up agent (or requiring a capability no one has), at the
  * priority everyone's work has, made every claim in its queue 120x (240x) slower, 5 ms (10 ms)
@@ -44,24 +47,26 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
  * operator delays a task), and for a claimer that walks, tasks requiring what it lacks.
  */
 const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps)))';
+/** The statement's shape for a claimer: its picks are prepared once per shape. */
+const shapeOf = (needs: ClaimNeeds['shape']): 'walk' | 'sets' | 'none' => (needs === 'walk' ? 'walk' : needs > 0 ? 'sets' : 'none');
 export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'], columns = TASK_COLUMNS) => {
   const twin = withCard ? '_card' : '';
-  const card = withCard ? " AND card <> '{}'" : '';
-  const first = (index: string, terms: string) =>
-    `SELECT * FROM (SELECT id, priority FROM tasks INDEXED BY ${index}${twin}
-       WHERE state = 'pending' AND unmet_deps = 0 AND ${terms}${card} AND queue = @queue AND run_after <= @now
-       ORDER BY priority DESC, id LIMIT 1)`;
+  const base = `state = 'pending' AND unmet_deps = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue AND run_after <= @now`;
+  const ordered = (cols: string, index: string, terms: string) =>
+    `SELECT ${cols} FROM tasks INDEXED BY ${index}${twin} WHERE ${base} AND ${terms} ORDER BY priority DESC, id LIMIT 1`;
+  const first = (index: string, terms: string) => `SELECT * FROM (${ordered('id, priority', index, terms)})`;
   const firsts = [
     first('tasks_claimable_open', 'for_agent IS NULL AND requires IS NULL'),
     first('tasks_claimable_for', 'for_agent = @agent AND requires IS NULL'),
   ];
-  if (needs === 'walk') {
+  const shape = shapeOf(needs);
+  if (shape === 'walk') {
     firsts.push(first('tasks_claimable_needs', `requires IS NOT NULL AND (for_agent IS NULL OR for_agent = @agent) AND ${MEETS_CAPS}`));
-  } else {
-    for (let i = 0; i < needs; i++) {
-      const set = `requires = json_extract(@caps, '$[${i}]')`;
-      firsts.push(first('tasks_claimable_needs_set', `${set} AND for_agent IS NULL`), first('tasks_claimable_needs_for', `for_agent = @agent AND ${set}`));
-    }
+  } else if (shape === 'sets') {
+    // Each set's first entry, anyone's and reserved for this claimer, then their rows' ranks.
+    firsts.push(`SELECT t.id, t.priority FROM (SELECT (${ordered('id', 'tasks_claimable_needs_set', 'requires = s.value AND for_agent IS NULL')}) AS anyone,
+         (${ordered('id', 'tasks_claimable_needs_for', 'for_agent = @agent AND requires = s.value')}) AS reserved
+       FROM json_each(@caps) AS s) f JOIN tasks t ON t.id IN (f.anyone, f.reserved)`);
   }
   return `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${firsts.join('\n     UNION ALL ')}) ORDER BY priority DESC, id LIMIT 1)`;
 };
@@ -72,7 +77,7 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
   const picks = new Map<string, Pick>();
   return (input, now) => {
     const needs = claimNeeds(input.capabilities);
-    const key = `${input.withCard === true}${needs.shape}`;
+    const key = `${input.withCard === true}${shapeOf(needs.shape)}`;
     let pick = picks.get(key);
     if (pick === undefined) picks.set(key, (pick = db.prepare<unknown[], unknown[]>(pickSql(input.withCard === true, needs.shape, columns)).raw(true) as Pick));
     return pick.get({ queue: input.queue ?? DEFAULT_QUEUE, now, agent: input.agent, caps: needs.param });
