@@ -15,8 +15,10 @@
  * The sets are one parameter, a JSON array, looked up by one statement whatever their number
  * (a LATERAL on PostgreSQL, a correlated lookup per set on SQLite): 30 lookups for a claimer
  * offering four capabilities, 510 for eight, which cost its claim ~0.22 ms on SQLite, inside
- * the write lock, and ~2 ms on PostgreSQL, flood or not (`npm run bench:claim`, kind `eight`);
- * walking a flood of 25,000 instead cost 11 ms and 21 ms a claim (kinds `capable6`, `capable8`).
+ * the write lock, and ~2 ms on PostgreSQL (`npm run bench:claim`, kinds `capable8`, `eight`);
+ * walking a flood of 25,000 instead cost 11 ms and 21 ms a claim. SQLite, where every writer
+ * waits on that lock, looks at the part's first entries before it looks up more than fifteen
+ * sets, and needs the lookups only behind a flood (sqlite/claim.ts WINDOW).
  *
  * A claimer offering more than MAX_LOOKED_UP capabilities walks the part in claim order
  * instead, checking each task's set against its own (`walk`): the lookups double with each

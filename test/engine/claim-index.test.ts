@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
-import { pickSql } from '../../src/engine/sqlite/claim.js';
+import { pickSql, windowSql } from '../../src/engine/sqlite/claim.js';
 import { claimNeeds } from '../../src/engine/claim-needs.js';
 import { MIGRATIONS } from '../../src/engine/sqlite/migrations.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
@@ -67,6 +67,10 @@ describe('the daemon pick', () => {
           expect(p.includes(`tasks_claimable_needs${twin} `)).toBe(false);
           expect(p).not.toMatch(/SCAN tasks\b/);
         }
+        // Five to eight first read the part's first entries in claim order (claim.ts WINDOW),
+        // from its index, without a sort.
+        const window = (store.db.prepare(`EXPLAIN QUERY PLAN ${windowSql(withCard)}`).all({ queue: 'default', now: Date.now() }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+        expect(window).toMatch(new RegExp(`^SEARCH tasks USING INDEX tasks_claimable_needs${twin} \\(queue=\\?\\)$`));
         // Past eight capabilities a claimer walks the part in claim order (claim-needs.ts).
         expect(plan(store.db, withCard, [...eight, 'g'])).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_needs${twin} \\(queue=\\?\\)`));
       }

@@ -97,4 +97,30 @@ describe('a claim across the kinds of claimable task', () => {
       expect(expected.length).toBeGreaterThan(1);
     }
   });
+
+  it('a claimer offering five to eight capabilities takes the same behind tasks it cannot take: fewer than a window of them, a window, more', async () => {
+    // SQLite reads the first 16 of the tasks requiring capabilities before it looks up a
+    // claimer's sets (claim.ts preparePicks); these worlds put 0, 15, 16, 17 and 40 tasks it
+    // cannot take in front (at a higher priority), some reserved for another agent.
+    const caps = ['f', 'e', 'd', 'c', 'b', 'a'];
+    for (const ahead of [0, 15, 16, 17, 40]) {
+      const tm = freshManager();
+      const made: Array<{ title: string; priority: number; id: number; ok: boolean }> = [];
+      const make = async (title: string, priority: number, requires: string[], forAgent: string | undefined, ok: boolean) =>
+        made.push({ title, priority, ok, id: (await tm.createTask({ title, priority, requires, forAgent }, operator)).task.id });
+      for (let i = 0; i < ahead; i++) await make(`ahead ${i}`, 2, i % 3 === 0 ? ['a'] : ['a', 'z'], i % 3 === 0 ? 'bob' : undefined, false);
+      await make('a+b', 1, ['b', 'a'], undefined, true);
+      await make('f, for alice', 1, ['f'], 'alice', true);
+      await make('z', 1, ['z'], undefined, false);
+      await make('c+d+e+f', 0, ['c', 'd', 'e', 'f'], undefined, true);
+      const expected = made.filter((t) => t.ok).sort((x, y) => y.priority - x.priority || x.id - y.id).map((t) => t.title);
+      const claimer = { agent: 'alice', capabilities: caps };
+      expect(await tm.store.claimable(claimer), `${ahead} ahead`).toBe(true);
+      const taken: string[] = [];
+      for (let t = await tm.claimTask(claimer); t !== null; t = await tm.claimTask(claimer)) taken.push(t.title);
+      expect(taken, `${ahead} ahead`).toEqual(expected);
+      // Only tasks it cannot take are left: the look says so too.
+      expect(await tm.store.claimable(claimer), `${ahead} ahead`).toBe(false);
+    }
+  });
 });
