@@ -114,6 +114,22 @@ export function mayUsePriority(priority: number, creator: Actor): MoveVerdict {
 }
 
 /**
+ * Delaying a task is a power too. Every claim reads its queue's claimable tasks in claim order
+ * (priority, then age), and a task whose run_after is still ahead is in that order like any
+ * other: the claim steps over it, since no index can leave out what `now` has not reached. An
+ * agent that created 25,000 delayed tasks (the HTTP API and the library took run_after from
+ * anyone; MCP's task_create never offered it) made every claim in its queue ~6 ms, inside
+ * SQLite's write lock (session 30's review). So an agent's task is due when it is created:
+ * operators, reviewers and the system delay.
+ */
+export function mayDelay(runAfter: number | undefined, creator: Actor): MoveVerdict {
+  if (creator.role !== 'agent' || runAfter === undefined) return ok;
+  return forbidden(
+    `run_after: delaying a task is an operator's power (a task not yet due sits in every claim's way until it is); an agent's task is due when it is created (agent ${creator.id})`,
+  );
+}
+
+/**
  * Card fields that run a program or widen what a run may touch. Honoured only on a card an
  * operator wrote: refused at creation for anyone else, and again when the run starts
  * (defence in depth: a task written past TaskManager, or before this rule, is not trusted).

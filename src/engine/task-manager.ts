@@ -4,7 +4,7 @@
  * and publishes the committed events on the in-process bus.
  */
 import { assertActorName, assertBindableName } from './actors.js';
-import { assertReadable, checkCardAuthor, mayUsePriority } from './authority.js';
+import { assertReadable, checkCardAuthor, mayDelay, mayUsePriority } from './authority.js';
 import { eventsForReader } from './reader-view.js';
 import { EngineError } from './errors.js';
 import { type EventBus, createEventBus } from './bus.js';
@@ -64,11 +64,13 @@ export interface TaskManagerOptions {
   sweepGraceMs?: number;
 }
 
-/** Refuses, before anything is written, a card whose powers its author may not use, or a priority above its creator's (authority.ts). */
-function checkAuthors(inputs: ReadonlyArray<{ card?: unknown; forAgent?: string; priority?: number }>, creator: Actor): Actor {
+/** Refuses, before anything is written, a card whose powers its author may not use, or a priority or a delay its creator may not give (authority.ts). */
+function checkAuthors(inputs: ReadonlyArray<{ card?: unknown; forAgent?: string; priority?: number; runAfter?: number }>, creator: Actor): Actor {
   for (const input of inputs) {
     const rank = mayUsePriority(input.priority ?? 0, creator);
     if (!rank.ok) throw new EngineError(rank.code, rank.message);
+    const delay = mayDelay(input.runAfter, creator);
+    if (!delay.ok) throw new EngineError(delay.code, delay.message);
     // A task reserved for `operator` (or any reserved name) reads as the operator's own
     // work in every list, yet no agent may bear that name to claim it.
     if (input.forAgent !== undefined) assertBindableName(input.forAgent, 'for_agent');
