@@ -69,7 +69,7 @@ describe('the daemon pick', () => {
         }
         // Five to eight first read the part's first entries in claim order (claim.ts WINDOW),
         // from its index, without a sort.
-        const window = (store.db.prepare(`EXPLAIN QUERY PLAN ${windowSql(withCard)}`).all({ queue: 'default', now: Date.now() }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+        const window = (store.db.prepare(`EXPLAIN QUERY PLAN ${windowSql(withCard)}`).all({ queue: 'default' }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
         expect(window).toMatch(new RegExp(`^SEARCH tasks USING INDEX tasks_claimable_needs${twin} \\(queue=\\?\\)$`));
         // Past eight capabilities a claimer walks the part in claim order (claim-needs.ts).
         expect(plan(store.db, withCard, [...eight, 'g'])).toMatch(new RegExp(`SEARCH tasks USING INDEX tasks_claimable_needs${twin} \\(queue=\\?\\)`));
@@ -90,6 +90,23 @@ describe('the daemon pick', () => {
       ]).toEqual([1, 1000, 0, 3001, 1, 0]);
       expect((await tm.claimTask({ agent: 'alice' }))?.id).toBe(real);
       expect((await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] }))?.id).toBe(realGpu);
+    } finally {
+      await tm.close();
+    }
+  });
+
+  it('the window of a claimer offering five to eight capabilities is the first 16 entries, due or not: it never steps over tasks not yet due', async () => {
+    const path = join(tempDir(), 'window.db');
+    const store = createSqliteStore({ path });
+    const tm = createTaskManager({ store });
+    try {
+      await tm.createTasks(Array.from({ length: 40 }, (_, i) => ({ title: `in 2100 ${i}`, requires: ['a'], runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
+      const due = (await tm.createTask({ title: 'due', requires: ['a'], card: CARD }, operator)).task.id;
+      const rows = store.db.prepare(windowSql(true)).raw(true).all({ queue: 'default', now: Date.now() }) as unknown[][];
+      expect(rows).toHaveLength(16);
+      expect(rows.every((r) => r[3] === Date.UTC(2100, 0, 1))).toBe(true);
+      // A full window it cannot take: the claim looks its sets up, and takes the task that is due.
+      expect((await tm.claimTask({ agent: 'd', capabilities: ['a', 'b', 'c', 'd', 'e'] }))?.id).toBe(due);
     } finally {
       await tm.close();
     }

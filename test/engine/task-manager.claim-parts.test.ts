@@ -109,6 +109,8 @@ describe('a claim across the kinds of claimable task', () => {
       const make = async (title: string, priority: number, requires: string[], forAgent: string | undefined, ok: boolean) =>
         made.push({ title, priority, ok, id: (await tm.createTask({ title, priority, requires, forAgent }, operator)).task.id });
       for (let i = 0; i < ahead; i++) await make(`ahead ${i}`, 2, i % 3 === 0 ? ['a'] : ['a', 'z'], i % 3 === 0 ? 'bob' : undefined, false);
+      // Not yet due (only an operator delays): in the window's way, never taken.
+      for (let i = 0; i < 3; i++) made.push({ title: `later ${i}`, priority: 3, ok: false, id: (await tm.createTask({ title: `later ${i}`, priority: 3, requires: ['a'], runAfter: Date.UTC(2100, 0, 1) }, operator)).task.id });
       await make('a+b', 1, ['b', 'a'], undefined, true);
       await make('f, for alice', 1, ['f'], 'alice', true);
       await make('z', 1, ['z'], undefined, false);

@@ -44,7 +44,8 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
  * inside the write lock: the whole file's writes. A daemon's pick (withCard) reads the _card
  * twin of each, which holds only tasks with a card (migration 8): tasks waiting for agents
  * are not in its way. What is left to step over: tasks not yet due (run_after; only an
- * operator delays a task), and for a claimer that walks, tasks requiring what it lacks.
+ * operator delays a task: authority.ts mayDelay), and for a claimer that walks, tasks requiring
+ * what it lacks.
  */
 const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps)))';
 /**
@@ -79,7 +80,7 @@ export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'] | 'given',
 };
 
 type Pick = { get(params: Record<string, unknown>): unknown[] | undefined };
-type Window = { all(params: Record<string, unknown>): Array<[number, string, string | null]> };
+type Window = { all(params: Record<string, unknown>): Array<[number, string, string | null, number]> };
 /**
  * A claimer whose sets are more than WINDOW_PAST (five to eight capabilities: 31 to 255 sets,
  * up to ~0.22 ms of lookups inside the write lock, flood or not) first reads the needs part's
@@ -111,7 +112,9 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
     const params = { queue: input.queue ?? DEFAULT_QUEUE, now, agent: input.agent, caps: needs.param, given: null as number | null };
     if (typeof needs.shape === 'number' && needs.shape > WINDOW_PAST) {
       const rows = windowOf(withCard).all(params);
-      const mine = rows.find(([, requires, forAgent]) => (forAgent === null || forAgent === input.agent) && hasCapabilities(requires, input.capabilities));
+      const mine = rows.find(
+        ([, requires, forAgent, runAfter]) => runAfter <= now && (forAgent === null || forAgent === input.agent) && hasCapabilities(requires, input.capabilities),
+      );
       if (mine !== undefined || rows.length < WINDOW) {
         params.given = mine?.[0] ?? null;
         return pickOf(withCard, 'given').get(params);
@@ -121,10 +124,16 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
   };
 }
 
-/** The needs part's first WINDOW entries in claim order (exported for the plan test): id, requires, for_agent. */
+/**
+ * The needs part's first WINDOW entries in claim order (exported for the plan test): id,
+ * requires, for_agent, run_after. Those not yet due are among them, as tasks it cannot take:
+ * as a term, `run_after <= @now` would have stepped over every one of them (the index does not
+ * hold run_after), and the window read as many as there were.
+ */
 export const windowSql = (withCard: boolean): string =>
-  `SELECT id, requires, for_agent FROM tasks INDEXED BY tasks_claimable_needs${withCard ? '_card' : ''}
-     WHERE ${baseOf(withCard)} AND requires IS NOT NULL ORDER BY priority DESC, id LIMIT ${WINDOW}`;
+  `SELECT id, requires, for_agent, run_after FROM tasks INDEXED BY tasks_claimable_needs${withCard ? '_card' : ''}
+     WHERE state = 'pending' AND unmet_deps = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue AND requires IS NOT NULL
+     ORDER BY priority DESC, id LIMIT ${WINDOW}`;
 
 export function prepareClaimable(db: Db): Claimable {
   const pick = preparePicks(db, 'id');
