@@ -65,3 +65,6 @@ export function claimNeeds(capabilities: readonly string[] | undefined): ClaimNe
   made.set(key, needs);
   return needs;
 }
+
+/** Whether a claimer offering `capabilities` walks the part instead of looking up its sets (for a daemon's warning at start). */
+export const claimWalks = (capabilities: readonly string[] | undefined): boolean => claimNeeds(capabilities).shape === 'walk';

@@ -9,7 +9,7 @@ export * from './bus.js';
 export * from './tail.js';
 export * from './durations.js';
 export { LIMITS } from './schemas.js';
-export { AGENT_MAX_CAPABILITIES, MAX_LOOKED_UP } from './claim-needs.js';
+export { AGENT_MAX_CAPABILITIES, MAX_LOOKED_UP, claimWalks } from './claim-needs.js';
 export * from './json-depth.js';
 export type { TaskStore, StoreInfo, WriteOutcome, ReadEventsQuery, EventWindow, SweepOptions } from './store.js';
 export { createTaskManager, type TaskManager, type TaskManagerOptions } from './task-manager.js';

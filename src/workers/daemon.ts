@@ -31,6 +31,7 @@ import {
   faultReporter,
   isEngineError,
   MAX_LOOKED_UP,
+  claimWalks,
   redactUrl,
 } from '../engine/index.js';
 import type { Job } from './cron.js';
@@ -330,9 +331,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   log(`daemon ${id} started: ${threads} workers, up to ${concurrency} runs in flight, as ${agent} on queue ${queue}, database ${redactUrl(opts.dbPath)}`);
   // Past MAX_LOOKED_UP a claim walks the tasks requiring capabilities (claim-needs.ts): said once, at start.
-  const offered = new Set(capabilities).size;
-  if (offered > MAX_LOOKED_UP) {
-    log(`warning: ${offered} capabilities offered: past ${MAX_LOOKED_UP}, each claim walks the tasks that require capabilities in claim order, so tasks requiring one this daemon lacks (any agent can create them) slow every claim; offer ${MAX_LOOKED_UP} or fewer`);
+  if (claimWalks(capabilities)) {
+    log(`warning: ${new Set(capabilities).size} capabilities offered: past ${MAX_LOOKED_UP}, each claim walks the tasks that require capabilities in claim order, so tasks requiring one this daemon lacks (any agent can create them) slow every claim; offer ${MAX_LOOKED_UP} or fewer`);
   }
   return {
     id,
