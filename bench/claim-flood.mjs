@@ -6,7 +6,9 @@
  * A claimer that offers a capability (`desktop`, as a daemon with a display does) meets the same
  * flood as tasks requiring one it lacks (`capable`), or that one and one it lacks (`capable2`); a
  * daemon offering six or eight (`capable6`, `capable8`) meets the first; `eight` is that daemon
- * without a flood (the cost of looking up 255 requirement sets a claim).
+ * without a flood (the cost of looking up 255 requirement sets a claim). `delayed` is no flood
+ * but an operator's backlog of reminders due in 2100, in front of everyone's claims (`delayed8`:
+ * requiring a capability a daemon offering eight has).
  * Time per claim (TaskManager.claimTask by `alice`), 500 claims after 50,
  * on SQLite (a private temporary folder) and on PostgreSQL (an embedded server, or
  * TASKLOOP_PG_URL; BENCH_PG=0 skips it). `npm run bench:claim`.
@@ -32,6 +34,9 @@ const KINDS = {
   capable8: { flood: { requires: ['magic'] }, caps: ['browser', 'desktop', 'docker', 'gpu', 'network', 'node', 'python', 'shell'] },
   // No flood: what looking up the sets of eight capabilities costs a claim by itself.
   eight: { caps: ['browser', 'desktop', 'docker', 'gpu', 'network', 'node', 'python', 'shell'] },
+  // Not a flood but an operator's backlog: reminders due in 2100 (only an operator delays a task).
+  delayed: { flood: { runAfter: Date.UTC(2100, 0, 1) }, by: 'operator' },
+  delayed8: { flood: { runAfter: Date.UTC(2100, 0, 1), requires: ['desktop'] }, by: 'operator', caps: ['browser', 'desktop', 'docker', 'gpu', 'network', 'node', 'python', 'shell'] },
 };
 // BENCH_CLAIM_KINDS: a comma list of the kinds to run (all by default; `none` always runs: the ratios are to it).
 const ONLY = process.env.BENCH_CLAIM_KINDS?.split(',');
@@ -43,7 +48,7 @@ async function claimUs(path, kind) {
   const { tm } = store;
   try {
     const junk = KINDS[kind].flood === undefined ? 0 : N;
-    for (let i = 0; i < junk; i += 1000) await tm.createTasks(Array.from({ length: Math.min(1000, junk - i) }, (_, j) => ({ title: `junk ${i + j}`, ...KINDS[kind].flood })), mallory);
+    for (let i = 0; i < junk; i += 1000) await tm.createTasks(Array.from({ length: Math.min(1000, junk - i) }, (_, j) => ({ title: `junk ${i + j}`, ...KINDS[kind].flood })), KINDS[kind].by === 'operator' ? operator : mallory);
     for (let i = 0; i < 2000; i += 1000) await tm.createTasks(Array.from({ length: 1000 }, (_, j) => ({ title: `real ${i + j}` })), operator);
     const claimer = { agent: 'alice', capabilities: KINDS[kind].caps };
     for (let i = 0; i < 50; i++) await tm.claimTask(claimer);

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { createSqliteRunStore, createSqliteStore, createTaskManager } from '../../src/engine/index.js';
-import { pickSql, windowSql } from '../../src/engine/sqlite/claim.js';
+import { RELEASE_LIMIT, pickSql, releaseSql, windowSql } from '../../src/engine/sqlite/claim.js';
 import { claimNeeds } from '../../src/engine/claim-needs.js';
 import { MIGRATIONS } from '../../src/engine/sqlite/migrations.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
@@ -34,7 +34,7 @@ describe('the daemon pick', () => {
     await tm.close();
   });
 
-  it('a claim never steps over tasks reserved for another agent or requiring what it lacks: each kind has its own index (migrations 11, 12)', async () => {
+  it('a claim never steps over tasks reserved for another agent, requiring what it lacks or not yet due: each kind has its own index (migrations 11, 12, 13)', async () => {
     const path = join(tempDir(), 'flood.db');
     const store = createSqliteStore({ path });
     const tm = createTaskManager({ store });
@@ -47,6 +47,9 @@ describe('the daemon pick', () => {
       await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for alice, needs magic ${i}`, forAgent: 'alice', requires: ['magic'], card: CARD })), mallory);
       // Aimed at a claimer that offers gpu: requiring it and what it lacks.
       await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for alice, needs gpu and magic ${i}`, forAgent: 'alice', requires: ['magic', 'gpu'], card: CARD })), mallory);
+      // An operator's reminders, due in 2100: in no part until due (migration 13).
+      await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `reminder ${i}`, runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
+      await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `reminder, needs gpu ${i}`, requires: ['gpu'], runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
       const real = (await tm.createTask({ title: 'real', card: CARD }, operator)).task.id;
       const realGpu = (await tm.createTask({ title: 'real, needs gpu', requires: ['gpu'], priority: -1, card: CARD }, operator)).task.id;
       for (const withCard of [false, true]) {
@@ -77,7 +80,7 @@ describe('the daemon pick', () => {
       // The ghost's tasks are only in the reserved index under its name; the magic ones only in the requiring one.
       // Each part's entries, read through its index (its WHERE, as the pick writes it).
       const entries = (index: string, terms: string) =>
-        store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND ${terms} AND queue = 'default'`).pluck().get();
+        store.db.prepare(`SELECT count(*) FROM tasks INDEXED BY ${index} WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND ${terms} AND queue = 'default'`).pluck().get();
       // What a claimer offering gpu reads of the tasks requiring capabilities: the entries of the set ["gpu"].
       const gpuSet = (forAgent: string) => entries(forAgent === 'for_agent IS NULL' ? 'tasks_claimable_needs_set' : 'tasks_claimable_needs_for', `requires = '["gpu"]' AND ${forAgent}`);
       expect([
@@ -88,6 +91,7 @@ describe('the daemon pick', () => {
         gpuSet('for_agent IS NULL'),
         gpuSet("for_agent = 'alice'"),
       ]).toEqual([1, 1000, 0, 3001, 1, 0]);
+      expect(store.db.prepare("SELECT count(*) FROM tasks INDEXED BY tasks_delayed WHERE state = 'pending' AND delayed = 1 AND queue = 'default'").pluck().get()).toBe(2000);
       expect((await tm.claimTask({ agent: 'alice' }))?.id).toBe(real);
       expect((await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] }))?.id).toBe(realGpu);
     } finally {
@@ -95,18 +99,44 @@ describe('the daemon pick', () => {
     }
   });
 
-  it('the window of a claimer offering five to eight capabilities is the first 16 entries, due or not: it never steps over tasks not yet due', async () => {
+  it('the window of a claimer offering five to eight capabilities reads due tasks only: those not yet due are in no part', async () => {
     const path = join(tempDir(), 'window.db');
     const store = createSqliteStore({ path });
     const tm = createTaskManager({ store });
     try {
       await tm.createTasks(Array.from({ length: 40 }, (_, i) => ({ title: `in 2100 ${i}`, requires: ['a'], runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
       const due = (await tm.createTask({ title: 'due', requires: ['a'], card: CARD }, operator)).task.id;
-      const rows = store.db.prepare(windowSql(true)).raw(true).all({ queue: 'default', now: Date.now() }) as unknown[][];
-      expect(rows).toHaveLength(16);
-      expect(rows.every((r) => r[3] === Date.UTC(2100, 0, 1))).toBe(true);
-      // A full window it cannot take: the claim looks its sets up, and takes the task that is due.
+      const rows = store.db.prepare(windowSql(true)).raw(true).all({ queue: 'default' }) as unknown[][];
+      expect(rows).toEqual([[due, '["a"]', null]]);
       expect((await tm.claimTask({ agent: 'd', capabilities: ['a', 'b', 'c', 'd', 'e'] }))?.id).toBe(due);
+    } finally {
+      await tm.close();
+    }
+  });
+
+  it('a claim releases its queue\'s due tasks RELEASE_LIMIT at a time, read from tasks_delayed alone; all are claimed once', async () => {
+    let now = Date.UTC(2026, 0, 1);
+    const store = createSqliteStore({ path: join(tempDir(), 'release.db'), now: () => now });
+    const tm = createTaskManager({ store });
+    try {
+      const n = RELEASE_LIMIT * 2 + 200;
+      for (let i = 0; i < n; i += 600) await tm.createTasks(Array.from({ length: Math.min(600, n - i) }, (_, j) => ({ title: `at nine ${i + j}`, priority: (i + j) % 3, runAfter: now + 1000 })), operator);
+      await tm.createTasks([{ title: 'other queue', queue: 'other', runAfter: now + 1000 }], operator);
+      const released = () => store.db.prepare("SELECT count(*) FROM tasks WHERE queue = 'default' AND delayed = 0").pluck().get();
+      const plan = (store.db.prepare(`EXPLAIN QUERY PLAN ${releaseSql}`).all({ queue: 'default', now }) as Array<{ detail: string }>).map((r) => r.detail).join('\n');
+      expect(plan).toMatch(/SEARCH tasks USING COVERING INDEX tasks_delayed \(queue=\? AND run_after<\?\)/);
+      expect(await tm.claimTask({ agent: 'w' })).toBeNull();
+      expect(released()).toBe(0);
+      now += 1000;
+      const first = await tm.claimTask({ agent: 'w' });
+      expect(first?.priority).toBe(2);
+      expect(released()).toBe(RELEASE_LIMIT);
+      const ids = new Set([first!.id]);
+      for (let t = await tm.claimTask({ agent: 'w' }); t !== null; t = await tm.claimTask({ agent: 'w' })) ids.add(t.id);
+      expect(ids.size).toBe(n);
+      // The other queue's task is released by a claim in its queue only.
+      expect(store.db.prepare("SELECT delayed FROM tasks WHERE queue = 'other'").pluck().get()).toBe(1);
+      expect((await tm.claimTask({ agent: 'w', queue: 'other' }))?.title).toBe('other queue');
     } finally {
       await tm.close();
     }
@@ -157,17 +187,13 @@ describe('the daemon pick', () => {
     }
   });
 
-  it('a file at version 9, 10 or 11 gets the parts when it is opened, its pending tasks each in theirs, and claims take them in order', async () => {
-    for (const from of [9, 10, 11]) {
+  it('a file at version 9 to 12 gets the parts when it is opened, its pending tasks each in theirs (those not yet due in none), and claims take them in order', async () => {
+    for (const from of [9, 10, 11, 12]) {
       const path = join(tempDir(), `v${from}.db`);
-      const before = createSqliteStore({ path });
-      await before.close();
-      // Back to `from`, as a build of that version left the file: its indexes, its version.
+      // As a build of that version left the file: its tables, its indexes, its version.
       const old = new Database(path);
-      for (const name of old.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'tasks_claimable%'").pluck().all() as string[]) old.exec(`DROP INDEX ${name}`);
-      old.exec("CREATE INDEX tasks_claimable ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0");
-      old.exec("CREATE INDEX tasks_claimable_card ON tasks (queue, priority DESC) WHERE state = 'pending' AND unmet_deps = 0 AND card <> '{}'");
-      for (let v = 9; v < from; v++) old.exec(MIGRATIONS[v]!);
+      old.pragma('journal_mode = WAL');
+      for (const step of MIGRATIONS.slice(0, from)) old.exec(step);
       old.pragma(`user_version = ${from}`);
       old.close();
       // Tasks of every kind, written by the old build's claim path (SQL, no store).
@@ -181,6 +207,13 @@ describe('the daemon pick', () => {
       add.run('needs gpu', 2, null, '["gpu"]', '{}');
       add.run('for alice, needs gpu', 4, 'alice', '["gpu"]', '{}');
       add.run('needs gpu and tpu', 5, null, '["gpu","tpu"]', '{}');
+      // Delayed by an operator: one due by now, one in 2100 (created at 0, as the rows above).
+      const delayed = raw.prepare(
+        `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, depends_on, run_after, unmet_deps, lease_ms, created_at, updated_at, card)
+         VALUES (?, 'pending', ?, 'op', 'operator', 3, 'default', '[]', ?, 0, 60000, 0, 0, '{}')`,
+      );
+      delayed.run('was delayed, due', 0, 5);
+      delayed.run('in 2100', 9, Date.UTC(2100, 0, 1));
       raw.close();
       const store = createSqliteStore({ path });
       const tm = createTaskManager({ store });
@@ -188,7 +221,8 @@ describe('the daemon pick', () => {
         expect(store.db.pragma('user_version', { simple: true })).toBe(MIGRATIONS.length);
         const titles: string[] = [];
         for (let t = await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] }); t !== null; t = await tm.claimTask({ agent: 'alice', capabilities: ['gpu'] })) titles.push(t.title);
-        expect(titles, `from version ${from}`).toEqual(['for alice, needs gpu', 'for alice', 'needs gpu', 'open']);
+        expect(titles, `from version ${from}`).toEqual(['for alice, needs gpu', 'for alice', 'needs gpu', 'open', 'was delayed, due']);
+        expect(store.db.prepare("SELECT title FROM tasks WHERE state = 'pending' AND delayed = 1").pluck().all()).toEqual(['in 2100']);
       } finally {
         await tm.close();
       }

@@ -168,20 +168,21 @@ describe('the store guards its file', () => {
   it('a damaged page: the daemon that meets it stops with STORE_CORRUPT and exits 1, reads say STORE_CORRUPT, and no daemon starts on the file', async () => {
     const path = join(tempDir(), 'tasks.db');
     const setup = createSqliteStore({ path });
-    // Cards, not yet due: every claim of a daemon reads these rows (run_after is not in its
-    // index), and none is run (so their pages stay as written).
+    // Cards, not yet due: none is run, so their pages stay as written. Every look and claim of
+    // a daemon reads tasks_delayed for the due ones (migration 13), and a list reads their rows.
     await createTaskManager({ store: setup }).createTasks(
       Array.from({ length: 300 }, (_, i) => ({ title: `later ${i} ${'x'.repeat(100)}`, card: daemonCard(), runAfter: Date.now() + 3_600_000 })),
       operator,
     );
     const leaves = setup.db.prepare("SELECT pageno FROM dbstat WHERE name = 'tasks' AND pagetype = 'leaf' ORDER BY pageno").pluck().all() as number[];
+    const delayedPages = setup.db.prepare("SELECT pageno FROM dbstat WHERE name = 'tasks_delayed' ORDER BY pageno").pluck().all() as number[];
     const pageSize = setup.db.pragma('page_size', { simple: true }) as number;
     await setup.close();
     expect(leaves.length).toBeGreaterThan(3);
 
     const daemon = await startDaemonProcess(path, ['--lease', '1s']);
     const fd = openSync(path, 'r+');
-    writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (leaves[1]! - 1) * pageSize);
+    for (const page of [leaves[1]!, ...delayedPages]) writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, (page - 1) * pageSize);
     closeSync(fd);
     // Another process commits, so the daemon's threads read the pages from the file again.
     expect((await cli(path, 'task', 'create', '--title', 'a commit', '--queue', 'elsewhere')).code).toBe(0);

@@ -43,9 +43,10 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
  * priority everyone's work has, made every claim in its queue 120x (240x) slower, 5 ms (10 ms)
  * inside the write lock: the whole file's writes. A daemon's pick (withCard) reads the _card
  * twin of each, which holds only tasks with a card (migration 8): tasks waiting for agents
- * are not in its way. What is left to step over: tasks not yet due (run_after; only an
- * operator delays a task: authority.ts mayDelay), and for a claimer that walks, tasks requiring
- * what it lacks.
+ * are not in its way. Nor are tasks not yet due (migration 13): they are `delayed`, in
+ * tasks_delayed alone, until a claim in their queue releases them (releaseSql), so a task in a
+ * part is due and the pick reads no run_after. What is left to step over: for a claimer that
+ * walks, tasks requiring what it lacks.
  */
 const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps)))';
 /**
@@ -54,7 +55,7 @@ const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHE
  */
 type Shape = 'none' | 'sets' | 'walk' | 'given';
 const shapeOf = (needs: ClaimNeeds['shape']): Shape => (needs === 'walk' ? 'walk' : needs > 0 ? 'sets' : 'none');
-const baseOf = (withCard: boolean) => `state = 'pending' AND unmet_deps = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue AND run_after <= @now`;
+const baseOf = (withCard: boolean) => `state = 'pending' AND unmet_deps = 0 AND delayed = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue`;
 export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'] | 'given', columns = TASK_COLUMNS) => {
   const twin = withCard ? '_card' : '';
   const base = baseOf(withCard);
@@ -80,7 +81,7 @@ export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'] | 'given',
 };
 
 type Pick = { get(params: Record<string, unknown>): unknown[] | undefined };
-type Window = { all(params: Record<string, unknown>): Array<[number, string, string | null, number]> };
+type Window = { all(params: Record<string, unknown>): Array<[number, string, string | null]> };
 /**
  * A claimer whose sets are more than WINDOW_PAST (five to eight capabilities: 31 to 255 sets,
  * up to ~0.22 ms of lookups inside the write lock, flood or not) first reads the needs part's
@@ -113,7 +114,7 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
     if (typeof needs.shape === 'number' && needs.shape > WINDOW_PAST) {
       const rows = windowOf(withCard).all(params);
       const mine = rows.find(
-        ([, requires, forAgent, runAfter]) => runAfter <= now && (forAgent === null || forAgent === input.agent) && hasCapabilities(requires, input.capabilities),
+        ([, requires, forAgent]) => (forAgent === null || forAgent === input.agent) && hasCapabilities(requires, input.capabilities),
       );
       if (mine !== undefined || rows.length < WINDOW) {
         params.given = mine?.[0] ?? null;
@@ -126,18 +127,38 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
 
 /**
  * The needs part's first WINDOW entries in claim order (exported for the plan test): id,
- * requires, for_agent, run_after. Those not yet due are among them, as tasks it cannot take:
- * as a term, `run_after <= @now` would have stepped over every one of them (the index does not
- * hold run_after), and the window read as many as there were.
+ * requires, for_agent. All are due: a task not yet due is not in the part (migration 13).
  */
 export const windowSql = (withCard: boolean): string =>
-  `SELECT id, requires, for_agent, run_after FROM tasks INDEXED BY tasks_claimable_needs${withCard ? '_card' : ''}
-     WHERE state = 'pending' AND unmet_deps = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue AND requires IS NOT NULL
+  `SELECT id, requires, for_agent FROM tasks INDEXED BY tasks_claimable_needs${withCard ? '_card' : ''}
+     WHERE ${baseOf(withCard)} AND requires IS NOT NULL
      ORDER BY priority DESC, id LIMIT ${WINDOW}`;
 
+/**
+ * How many due tasks one claim releases at most. A release writes each task's row and its
+ * part's entries inside the claim's write lock (~µs each): 25,000 reminders falling due at
+ * nine o'clock are released by the first claims after it, RELEASE_LIMIT each, earliest due
+ * first, not all by one (BullMQ promotes its delayed jobs 1,000 a call).
+ */
+export const RELEASE_LIMIT = 500;
+/**
+ * The due tasks of a queue, released into the claimable parts (exported for the plan test):
+ * read from tasks_delayed from the earliest due, so a claim with none due reads one entry.
+ */
+export const releaseSql = `UPDATE tasks SET delayed = 0 WHERE id IN (
+    SELECT id FROM tasks INDEXED BY tasks_delayed WHERE state = 'pending' AND delayed = 1 AND queue = @queue AND run_after <= @now
+    ORDER BY run_after LIMIT ${RELEASE_LIMIT})`;
+const dueSql = `SELECT 1 FROM tasks INDEXED BY tasks_delayed WHERE state = 'pending' AND delayed = 1 AND queue = @queue AND run_after <= @now LIMIT 1`;
+
+/**
+ * Whether a claim would find a task: one in the parts, or one that is due but not yet
+ * released (the claim releases it; if it is not for this claimer, the claim finds nothing and
+ * the next look does not see it again).
+ */
 export function prepareClaimable(db: Db): Claimable {
   const pick = preparePicks(db, 'id');
-  return (input, now) => pick(input, now) !== undefined;
+  const due = db.prepare(dueSql).pluck(true);
+  return (input, now) => pick(input, now) !== undefined || due.get({ queue: input.queue ?? DEFAULT_QUEUE, now }) !== undefined;
 }
 
 export function prepareClaim(db: Db, writer: EventWriter): Claim {
@@ -152,6 +173,8 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
        stale_since = NULL, updated_at = ?, last_event_id = ?${withWorker ? ', worker_id = ?' : ''}
      WHERE id = ?`;
   const take = db.prepare(takeSql(false));
+  const release = db.prepare(releaseSql);
+  const anyDue = db.prepare(dueSql).pluck(true);
   const takeWithWorker = db.prepare(takeSql(true));
 
 
@@ -160,6 +183,9 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
     if (input.taskId !== undefined) {
       row = checkClaimTarget(getRow(input.taskId), input, now);
     } else {
+      const due = { queue: input.queue ?? DEFAULT_QUEUE, now };
+      // A read first: most claims find none due, and the update costs 3-5 µs more than the read.
+      if (anyDue.get(due) !== undefined) release.run(due);
       const raw = pick(input, now);
       if (raw === undefined) return null;
       row = rowOf(raw);

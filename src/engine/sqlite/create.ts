@@ -15,9 +15,9 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
   const depOf = db.prepare<[number], DependencyRow>('SELECT state, creator, creator_role, assignee, for_agent FROM tasks WHERE id = ?');
   const insert = db.prepare(
     `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on,
-       idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card, last_event_id)
+       idempotency_key, idempotency_scope, run_after, delayed, unmet_deps, created_at, updated_at, card, last_event_id)
      VALUES (@title, 'pending', @priority, @creator, @creator_role, @max_attempts, @queue, @for_agent, @requires, @depends_on,
-       @idempotency_key, @idempotency_scope, @run_after, @unmet_deps, @now, @now, @card, @last_event_id)`,
+       @idempotency_key, @idempotency_scope, @run_after, @delayed, @unmet_deps, @now, @now, @card, @last_event_id)`,
   );
   // task.created starts the task's event chain (see the migration): the row points at it
   // from the start, since its id is known before it is written (max(id) + 1).
@@ -69,6 +69,8 @@ export function prepareCreate(db: Db, writer: EventWriter): CreateTasks {
         idempotency_key: input.idempotencyKey ?? null,
         idempotency_scope: input.idempotencyKey === undefined ? null : scope,
         run_after: input.runAfter ?? now,
+        // Not yet due: out of the claimable parts until a claim releases it (migration 13).
+        delayed: input.runAfter !== undefined && input.runAfter > now ? 1 : 0,
         unmet_deps: unmet,
         now,
         card: JSON.stringify(input.card ?? {}),

@@ -331,6 +331,49 @@ export const MIGRATIONS: readonly string[] = [
   CREATE INDEX tasks_claimable_needs_for_card ON tasks (for_agent, queue, requires, priority DESC)
     WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND for_agent IS NOT NULL AND card <> '{}';
   `,
+  // 13: a task not yet due (run_after ahead: an operator's delay) is `delayed` and out of every
+  // claimable part until a claim in its queue releases it once due (claim.ts releaseSql), as
+  // River's scheduled state and BullMQ's delayed set keep such jobs apart. In the parts, every
+  // claim stepped over each of them in claim order: 6 ms a claim, inside the write lock, behind
+  // an operator's 25,000 reminders due next week. tasks_delayed holds them by queue and due
+  // time, so a release reads only the due ones. The parts are drawn again with `delayed = 0`;
+  // a task already pending with its run_after past its creation is delayed until a claim
+  // releases it (at once, if it is due already).
+  `
+  ALTER TABLE tasks ADD COLUMN delayed INTEGER NOT NULL DEFAULT 0;
+  UPDATE tasks SET delayed = 1 WHERE state = 'pending' AND run_after > created_at;
+  CREATE INDEX tasks_delayed ON tasks (queue, run_after) WHERE state = 'pending' AND delayed = 1;
+  DROP INDEX tasks_claimable_open;
+  DROP INDEX tasks_claimable_open_card;
+  DROP INDEX tasks_claimable_for;
+  DROP INDEX tasks_claimable_for_card;
+  DROP INDEX tasks_claimable_needs;
+  DROP INDEX tasks_claimable_needs_card;
+  DROP INDEX tasks_claimable_needs_set;
+  DROP INDEX tasks_claimable_needs_set_card;
+  DROP INDEX tasks_claimable_needs_for;
+  DROP INDEX tasks_claimable_needs_for_card;
+  CREATE INDEX tasks_claimable_open ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND for_agent IS NULL AND requires IS NULL;
+  CREATE INDEX tasks_claimable_open_card ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND for_agent IS NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_for ON tasks (for_agent, queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND for_agent IS NOT NULL AND requires IS NULL;
+  CREATE INDEX tasks_claimable_for_card ON tasks (for_agent, queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND for_agent IS NOT NULL AND requires IS NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_needs ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND requires IS NOT NULL;
+  CREATE INDEX tasks_claimable_needs_card ON tasks (queue, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND requires IS NOT NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_needs_set ON tasks (queue, requires, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND requires IS NOT NULL AND for_agent IS NULL;
+  CREATE INDEX tasks_claimable_needs_set_card ON tasks (queue, requires, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND requires IS NOT NULL AND for_agent IS NULL AND card <> '{}';
+  CREATE INDEX tasks_claimable_needs_for ON tasks (for_agent, queue, requires, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND requires IS NOT NULL AND for_agent IS NOT NULL;
+  CREATE INDEX tasks_claimable_needs_for_card ON tasks (for_agent, queue, requires, priority DESC)
+    WHERE state = 'pending' AND unmet_deps = 0 AND delayed = 0 AND requires IS NOT NULL AND for_agent IS NOT NULL AND card <> '{}';
+  `,
 ];
 
 /**

@@ -1,0 +1,64 @@
+/**
+ * Tasks not yet due (an operator's run_after): never handed out early, and once due taken in
+ * claim order with everything else, seen by a claimer's look, in their own queue, for whom they
+ * are reserved. On SQLite such a task is out of the claimable parts until a claim in its queue
+ * releases it (migration 13); the behaviour is the same on both stores.
+ */
+import { describe, expect, it } from 'vitest';
+import { fakeClock, freshManager, operator } from '../helpers.js';
+
+describe('a task not yet due', () => {
+  it('falls due into claim order: by priority with the tasks already due, in its queue, for its agent', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const at = (s: number) => clock.now() + s * 1000;
+    await tm.createTask({ title: 'due now, 0' }, operator);
+    await tm.createTask({ title: 'in 10 s, 1', priority: 1, runAfter: at(10) }, operator);
+    await tm.createTask({ title: 'in 20 s, 5', priority: 5, runAfter: at(20) }, operator);
+    await tm.createTask({ title: 'due now, 0 (later)' }, operator);
+    await tm.createTask({ title: 'other queue, in 5 s', priority: 9, queue: 'other', runAfter: at(5) }, operator);
+    await tm.createTask({ title: 'for bob, in 5 s', priority: 9, forAgent: 'bob', runAfter: at(5) }, operator);
+    const claim = async (agent = 'w', queue?: string) => (await tm.claimTask({ agent, queue }))?.title ?? null;
+
+    expect(await claim()).toBe('due now, 0');
+    clock.advance(10_000);
+    // Due now: the task of priority 1 comes before the older one of 0.
+    expect(await claim()).toBe('in 10 s, 1');
+    expect(await claim()).toBe('due now, 0 (later)');
+    expect(await claim()).toBeNull();
+    // Bob's task is due, but not for w: w's look and claim leave it, bob's take it.
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(false);
+    expect(await tm.store.claimable({ agent: 'bob' })).toBe(true);
+    expect(await claim('bob')).toBe('for bob, in 5 s');
+    clock.advance(10_000);
+    expect(await claim()).toBe('in 20 s, 5');
+    expect(await claim('w', 'other')).toBe('other queue, in 5 s');
+    expect(await claim()).toBeNull();
+  });
+
+  it('is seen by a claimer’s look once due, before any claim has taken it', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const { task } = await tm.createTask({ title: 'later', runAfter: clock.now() + 60_000 }, operator);
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(false);
+    clock.advance(59_999);
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(false);
+    expect(await tm.claimTask({ agent: 'w' })).toBeNull();
+    clock.advance(1);
+    // A worker that looks before it claims (create-worker.ts) would otherwise never claim it.
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(true);
+    expect((await tm.claimTask({ agent: 'w' }))?.id).toBe(task.id);
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(false);
+  });
+
+  it('once due and claimed by id, then given back, is claimed again like any task', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const { task } = await tm.createTask({ title: 'later', runAfter: clock.now() + 1000, maxAttempts: 3 }, operator);
+    clock.advance(1000);
+    const claimed = (await tm.claimTask({ agent: 'w', taskId: task.id }))!;
+    await tm.transitionTask({ taskId: task.id, to: 'pending', actor: { id: 'w', role: 'agent' }, claimToken: claimed.claimToken });
+    expect(await tm.store.claimable({ agent: 'v' })).toBe(true);
+    expect((await tm.claimTask({ agent: 'v' }))?.id).toBe(task.id);
+  });
+});
