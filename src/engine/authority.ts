@@ -114,18 +114,21 @@ export function mayUsePriority(priority: number, creator: Actor): MoveVerdict {
 }
 
 /**
- * Delaying a task is a power too. Every claim reads its queue's claimable tasks in claim order
- * (priority, then age), and a task whose run_after is still ahead is in that order like any
- * other: the claim steps over it, since no index can leave out what `now` has not reached. An
- * agent that created 25,000 delayed tasks (the HTTP API and the library took run_after from
- * anyone; MCP's task_create never offered it) made every claim in its queue ~6 ms, inside
- * SQLite's write lock (session 30's review). So an agent's task is due when it is created:
- * operators, reviewers and the system delay.
+ * Delaying a task is a power too. It was made one when every claim read its queue's claimable
+ * tasks in claim order with the tasks not yet due among them: an agent that created 25,000
+ * delayed tasks (the HTTP API and the library took run_after from anyone; MCP's task_create
+ * never offered it) made every claim in its queue ~6 ms, inside SQLite's write lock (session
+ * 30's review). Tasks not yet due are now held apart until due (SQLite's migration 13,
+ * PostgreSQL's version 9) and cost a claim nothing. What a delay still does: the task's release
+ * into the claimable parts is written by whichever claim in its queue comes next after it falls
+ * due (~3 µs a task, up to 1.5 ms for RELEASE_LIMIT of them), so an agent's delays would place
+ * its writes in other parties' transactions at a moment of its choosing. It stays an operator's
+ * (reviewer's, the system's) power; an agent's task is due when it is created.
  */
 export function mayDelay(runAfter: number | undefined, creator: Actor): MoveVerdict {
   if (creator.role !== 'agent' || runAfter === undefined) return ok;
   return forbidden(
-    `run_after: delaying a task is an operator's power (a task not yet due sits in every claim's way until it is); an agent's task is due when it is created (agent ${creator.id})`,
+    `run_after: delaying a task is an operator's power; an agent's task is due when it is created (agent ${creator.id})`,
   );
 }
 

@@ -57,6 +57,17 @@ export function wakeBucket(queue: string): string {
   return ((h >>> 0) & 0xff).toString(16).padStart(2, '0');
 }
 
+/**
+ * How many due tasks one claim releases at most (a task not yet due is `delayed`, out of the
+ * claimable parts, until a claim in its queue releases it: SQLite's migration 13, PostgreSQL's
+ * version 9). A release writes each task's row and its part's entries (~µs each; on SQLite
+ * inside the write lock): 25,000 reminders falling due at nine o'clock are released by the first
+ * claims after it, RELEASE_LIMIT each, earliest due first, not all by one (BullMQ promotes its
+ * delayed jobs 1,000 a call). Among more than RELEASE_LIMIT falling due together, the first
+ * claims choose from the earliest due RELEASE_LIMIT.
+ */
+export const RELEASE_LIMIT = 500;
+
 /** Whether a task that requires `requires` (JSON text or null) may go to a claimer with `capabilities`. */
 export function hasCapabilities(requires: string | null, capabilities: readonly string[] | undefined): boolean {
   if (requires === null) return true;

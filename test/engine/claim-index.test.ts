@@ -107,7 +107,7 @@ describe('the daemon pick', () => {
       await tm.createTasks(Array.from({ length: 40 }, (_, i) => ({ title: `in 2100 ${i}`, requires: ['a'], runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
       const due = (await tm.createTask({ title: 'due', requires: ['a'], card: CARD }, operator)).task.id;
       const rows = store.db.prepare(windowSql(true)).raw(true).all({ queue: 'default' }) as unknown[][];
-      expect(rows).toEqual([[due, '["a"]', null]]);
+      expect(rows).toEqual([[due, '["a"]', null, expect.any(Number)]]);
       expect((await tm.claimTask({ agent: 'd', capabilities: ['a', 'b', 'c', 'd', 'e'] }))?.id).toBe(due);
     } finally {
       await tm.close();

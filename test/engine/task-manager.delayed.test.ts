@@ -6,6 +6,10 @@
  */
 import { describe, expect, it } from 'vitest';
 import { fakeClock, freshManager, operator } from '../helpers.js';
+import { execSql, portsOf } from '../stores.js';
+import { budgetOfTask } from '../../src/workers/budget.js';
+
+const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
 
 describe('a task not yet due', () => {
   it('falls due into claim order: by priority with the tasks already due, in its queue, for its agent', async () => {
@@ -60,5 +64,37 @@ describe('a task not yet due', () => {
     await tm.transitionTask({ taskId: task.id, to: 'pending', actor: { id: 'w', role: 'agent' }, claimToken: claimed.claimToken });
     expect(await tm.store.claimable({ agent: 'v' })).toBe(true);
     expect((await tm.claimTask({ agent: 'v' }))?.id).toBe(task.id);
+  });
+
+  it('falls due into a daemon’s claim (a pick in its transaction) in claim order, each claimed once', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const { runs } = portsOf(tm);
+    const claimRun = async () => (await runs.claimRun({ agent: 'daemon-1', withCard: true }, (t, now) => budgetOfTask(t.card, now)))?.task.title ?? null;
+    await tm.createTask({ title: 'due, 0', card: CARD }, operator);
+    await tm.createTask({ title: 'in 10 s, 5', priority: 5, card: CARD, runAfter: clock.now() + 10_000 }, operator);
+    await tm.createTask({ title: 'due, 0 (later)', card: CARD }, operator);
+    expect(await claimRun()).toBe('due, 0');
+    clock.advance(10_000);
+    expect(await claimRun()).toBe('in 10 s, 5');
+    expect(await claimRun()).toBe('due, 0 (later)');
+    expect(await claimRun()).toBeNull();
+  });
+
+  it('written as a build before the change wrote it (not marked delayed, in a part), is still not handed out before its run_after', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    await tm.createTask({ title: 'create first: the schema is there' }, operator);
+    await execSql(
+      tm,
+      `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, run_after, unmet_deps, lease_ms, created_at, updated_at, card)
+       VALUES ('old build, in 10 s', 'pending', 5, 'op', 'operator', 3, 'default', $1, 0, 60000, $2, $2, '{}')`,
+      [clock.now() + 10_000, clock.now()],
+    );
+    expect((await tm.claimTask({ agent: 'w' }))?.title).toBe('create first: the schema is there');
+    expect(await tm.claimTask({ agent: 'w' })).toBeNull();
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(false);
+    clock.advance(10_000);
+    expect((await tm.claimTask({ agent: 'w' }))?.title).toBe('old build, in 10 s');
   });
 });

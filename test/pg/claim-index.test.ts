@@ -2,12 +2,15 @@
  * On PostgreSQL too, a pick reads the claimable tasks in parts (schema version 6), and a
  * daemon's the twins that hold only tasks with a card (version 4): 2,000 tasks waiting for
  * agents, and tasks reserved for another agent or requiring what it lacks, are not in its way.
+ * Nor tasks not yet due (version 9): they are in tasks_delayed alone until a claim releases them.
  */
 import { describe, expect, it } from 'vitest';
 import { claimOneSql, lookSql, pickOpening } from '../../src/engine/postgres/claim.js';
+import { PG_MIGRATIONS, eventLockKey } from '../../src/engine/postgres/schema.js';
+import { newDatabase } from '../stores.js';
 import { claimNeeds } from '../../src/engine/claim-needs.js';
 import { literal } from '../../src/engine/postgres/connection.js';
-import { agent, freshManager, operator } from '../helpers.js';
+import { agent, freshManager, operator, tempDir } from '../helpers.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 import { portsOf } from '../stores.js';
 import { sql, withClient } from './sql.js';
@@ -46,6 +49,9 @@ describe('the pick on PostgreSQL', () => {
     await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `needs magic ${j}`, requires: ['magic'], card: CARD })), agent('mallory'));
     // Aimed at a claimer offering gpu: requiring it and what it lacks.
     await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `needs gpu and magic ${j}`, requires: ['gpu', 'magic'], card: CARD })), agent('mallory'));
+    // An operator's reminders due in 2100, ahead of everything: in no part until due.
+    await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `reminder ${j}`, priority: 9, runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
+    await tm.createTasks(Array.from({ length: 500 }, (_, j) => ({ title: `reminder, gpu ${j}`, priority: 9, requires: ['gpu'], runAfter: Date.UTC(2100, 0, 1), card: CARD })), operator);
     await tm.createTask({ title: 'for a daemon', card: CARD }, operator);
     // The claim's own pick (its first round trip, FOR UPDATE SKIP LOCKED), the look before it and
     // the one-statement claim: before the table's statistics are gathered (a burst of creates)
@@ -58,20 +64,21 @@ describe('the pick on PostgreSQL', () => {
         for (const caps of [[], ['gpu'], ['gpu', 'tpu'], ['a', 'b', 'c', 'd', 'gpu'], ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'gpu'], ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h', 'gpu']]) {
           const twin = withCard ? '_card' : '';
           const needs = claimNeeds(caps);
-          const parts = [`tasks_claimable_open${twin}`, `tasks_claimable_for${twin}`];
-          if (needs.shape === 'walk') parts.push(`tasks_claimable_needs_walk${twin}`);
-          else if (needs.shape > 0) parts.push(`tasks_claimable_needs_set${twin}`, `tasks_claimable_needs_for${twin}`);
+          const parts = [`tasks_ready_open${twin}`, `tasks_ready_for${twin}`];
+          if (needs.shape === 'walk') parts.push(`tasks_ready_needs_walk${twin}`);
+          else if (needs.shape > 0) parts.push(`tasks_ready_needs_set${twin}`, `tasks_ready_needs_for${twin}`);
           const opening = pickOpening({ agent: 'a', withCard, capabilities: caps }, undefined);
           // Each part from its own index; the task itself then by its id.
           const byId = ['tasks_pkey', 'tasks_by_queue'];
-          for (const used of [
-            await indexesOf(tm.path, opening.sql, opening.args, opening.types),
-            await indexesOf(tm.path, lookSql(withCard, needs.shape, 'id'), ['default', Date.now(), 'a', needs.param], ['text', 'bigint', 'text', 'text']),
+          // The opening and the one-statement claim also read tasks_delayed for tasks due but not released.
+          for (const [used, read] of [
+            [await indexesOf(tm.path, opening.sql, opening.args, opening.types), [...parts, 'tasks_delayed']],
+            [await indexesOf(tm.path, lookSql(withCard, needs.shape, 'id'), ['default', Date.now(), 'a', needs.param], ['text', 'bigint', 'text', 'text']), parts],
             // The one-statement claim (TaskManager.claimTask): its parameters' types are inferred.
-            await indexesOf(tm.path, claimOneSql(withCard, needs.shape, false), ['default', 'a', needs.param, null, 'claimed', 't', 60_000, null, 'a', 'b', 'c', 'd', false], []),
-          ]) {
-            expect(parts.filter((p) => !used.includes(p)), opening.name).toEqual([]);
-            expect(used.filter((n) => !parts.includes(n) && !byId.includes(n)), opening.name).toEqual([]);
+            [await indexesOf(tm.path, claimOneSql(withCard, needs.shape, false), ['default', 'a', needs.param, null, 'claimed', 't', 60_000, null, 'a', 'b', 'c', 'd', false, true], []), [...parts, 'tasks_delayed']],
+          ] as const) {
+            expect(read.filter((p) => !used.includes(p)), opening.name).toEqual([]);
+            expect(used.filter((n) => !read.includes(n) && !byId.includes(n)), opening.name).toEqual([]);
           }
         }
       }
@@ -82,7 +89,7 @@ describe('the pick on PostgreSQL', () => {
     // A claimer offering gpu reads only the set ["gpu"], where the flood is not: its plan's index conditions name the set.
     const gpu = claimNeeds(['gpu']);
     const plan = await planOf(tm.path, lookSql(true, gpu.shape, 'id'), ['default', Date.now(), 'a', gpu.param], ['text', 'bigint', 'text', 'text']);
-    const conds = [...plan.matchAll(/"Index Name":"tasks_claimable_needs_(?:set|for)_card"[^}]*?"Index Cond":"([^"]*)"/g)].map((m) => m[1]!);
+    const conds = [...plan.matchAll(/"Index Name":"tasks_ready_needs_(?:set|for)_card"[^}]*?"Index Cond":"([^"]*)"/g)].map((m) => m[1]!);
     expect(conds.length).toBe(2);
     for (const cond of conds) expect(cond).toMatch(/requires = /);
     // However many sets a claimer covers, the statement is the same (a LATERAL over them):
@@ -161,34 +168,48 @@ describe('the pick on PostgreSQL', () => {
   });
 });
 
-describe('schema version 8 on a schema at version 7', () => {
-  it('builds the parts by requirement set with the tasks already pending in them, and claims take them in order', async () => {
-    const first = freshManager();
-    const url = first.path;
-    const titles = ['open, 1', 'gpu, 3', 'for a, gpu, 4', 'gpu and tpu, 5', 'for b, gpu, 6', 'magic, 7'];
-    await first.createTask({ title: titles[0]!, priority: 1 }, operator);
-    await first.createTask({ title: titles[1]!, priority: 3, requires: ['gpu'] }, operator);
-    await first.createTask({ title: titles[2]!, priority: 4, requires: ['gpu'], forAgent: 'a' }, operator);
-    await first.createTask({ title: titles[3]!, priority: 5, requires: ['tpu', 'gpu'] }, operator);
-    await first.createTask({ title: titles[4]!, priority: 6, requires: ['gpu'], forAgent: 'b' }, operator);
-    await first.createTask({ title: titles[5]!, priority: 7, requires: ['magic'] }, operator);
-    await first.close();
-    // Back to version 7, as that build left the schema: its needs part, no parts by set.
-    const added = ['tasks_claimable_needs_set', 'tasks_claimable_needs_for', 'tasks_claimable_needs_walk'];
-    for (const name of added) await sql(url, `DROP INDEX ${name}; DROP INDEX ${name}_card`);
-    await sql(url, `CREATE INDEX tasks_claimable_needs ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL`);
-    await sql(url, `CREATE INDEX tasks_claimable_needs_card ON tasks (queue, priority DESC, id) WHERE state = 'pending' AND unmet_deps = 0 AND requires IS NOT NULL AND card <> '{}'`);
-    await sql(url, 'UPDATE schema_version SET version = 7');
-    const tm = freshManager({ path: url });
-    const claimed: string[] = [];
-    for (let t = await tm.claimTask({ agent: 'a', capabilities: ['gpu', 'tpu'] }); t !== null; t = await tm.claimTask({ agent: 'a', capabilities: ['gpu', 'tpu'] })) claimed.push(t.title);
-    expect(claimed).toEqual(['gpu and tpu, 5', 'for a, gpu, 4', 'gpu, 3', 'open, 1']);
-    // A claimer that walks (more than four capabilities) reads the walk's index.
-    expect((await tm.claimTask({ agent: 'b', capabilities: ['gpu', 'v', 'w', 'x', 'y'] }))?.title).toBe('for b, gpu, 6');
-    const indexes = (await sql<{ indexname: string }>(url, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'tasks' AND indexname LIKE 'tasks_claimable_needs%' ORDER BY 1")).map((r) => r.indexname);
-    expect(indexes).toEqual(added.flatMap((n) => [n, `${n}_card`]).sort());
-    expect(await sql(url, 'SELECT version FROM schema_version')).toEqual([{ version: 8 }]);
-    await tm.close();
+/** A fresh schema at `version`, as that build left it: its migrations applied, its version. */
+async function schemaAt(version: number): Promise<string> {
+  const url = newDatabase(tempDir());
+  const schema = new URL(url).searchParams.get('schema')!;
+  await sql(url, `CREATE SCHEMA ${schema}`);
+  for (const step of PG_MIGRATIONS.slice(0, version)) await sql(url, step.replaceAll('{{event_lock}}', String(eventLockKey(schema))));
+  await sql(url, `CREATE TABLE schema_version (version integer NOT NULL); INSERT INTO schema_version VALUES (${version})`);
+  return url;
+}
+
+describe('a schema at version 7 or 8, opened', () => {
+  it('builds the parts by requirement set and of tasks due with the tasks already pending in them (those not yet due in none), and claims take them in order', async () => {
+    for (const from of [7, 8]) {
+      const url = await schemaAt(from);
+      // Tasks as that build wrote them (SQL, no store), all created at 0; two delayed by an operator.
+      const add = (title: string, priority: number, requires: string | null, forAgent: string | null, runAfter = 0) =>
+        sql(
+          url,
+          `INSERT INTO tasks (title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, run_after, unmet_deps, created_at, updated_at, card)
+           VALUES ($1, 'pending', $2, 'op', 'operator', 3, 'default', $3, $4, $5, 0, 0, 0, '{}')`,
+          [title, priority, forAgent, requires, runAfter],
+        );
+      await add('open, 1', 1, null, null);
+      await add('gpu, 3', 3, '["gpu"]', null);
+      await add('for a, gpu, 4', 4, '["gpu"]', 'a');
+      await add('gpu and tpu, 5', 5, '["gpu","tpu"]', null);
+      await add('for b, gpu, 6', 6, '["gpu"]', 'b');
+      await add('magic, 7', 7, '["magic"]', null);
+      await add('was delayed, due, 0', 0, null, null, 5);
+      await add('in 2100, 9', 9, null, null, Date.UTC(2100, 0, 1));
+      const tm = freshManager({ path: url });
+      const claimed: string[] = [];
+      for (let t = await tm.claimTask({ agent: 'a', capabilities: ['gpu', 'tpu'] }); t !== null; t = await tm.claimTask({ agent: 'a', capabilities: ['gpu', 'tpu'] })) claimed.push(t.title);
+      expect(claimed, `from ${from}`).toEqual(['gpu and tpu, 5', 'for a, gpu, 4', 'gpu, 3', 'open, 1', 'was delayed, due, 0']);
+      // A claimer that walks (more than eight capabilities) reads the walk's index.
+      expect((await tm.claimTask({ agent: 'b', capabilities: ['gpu', 'q', 'r', 's', 't', 'v', 'w', 'x', 'y'] }))?.title).toBe('for b, gpu, 6');
+      const indexes = (await sql<{ indexname: string }>(url, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND tablename = 'tasks' AND (indexname LIKE 'tasks_ready%' OR indexname LIKE 'tasks_claimable%') ORDER BY 1")).map((r) => r.indexname);
+      expect(indexes).toEqual(['open', 'for', 'needs_set', 'needs_for', 'needs_walk'].flatMap((n) => [`tasks_ready_${n}`, `tasks_ready_${n}_card`]).sort());
+      expect(await sql(url, "SELECT title FROM tasks WHERE state = 'pending' AND delayed")).toEqual([{ title: 'in 2100, 9' }]);
+      expect(await sql(url, 'SELECT version FROM schema_version')).toEqual([{ version: PG_MIGRATIONS.length }]);
+      await tm.close();
+    }
   });
 });
 
@@ -216,7 +237,7 @@ describe('the pick behind a pooler (wakeups=poll), its values written into the t
       expect(Math.max(...rows), `${JSON.stringify(caps)}: ${plan}`).toBeLessThanOrEqual(Math.max(15, 2 ** caps.length - 1));
       // The queue is an index condition of every part (the re-check of the row found is a CASE).
       expect(plan).not.toMatch(/"Filter":"(?!CASE WHEN)[^"]*queue = /);
-      expect(plan).toMatch(/"Index Name":"tasks_claimable_open_card"[^}]*"Index Cond":"\(queue = /);
+      expect(plan).toMatch(/"Index Name":"tasks_ready_open_card"[^}]*"Index Cond":"\(queue = /);
     }
     await tm.close();
   });

@@ -4,7 +4,7 @@
  * one wins each task. The claim's rules (who may claim, what it writes) are claims.ts's.
  */
 import { type ClaimNeeds, claimNeeds } from '../claim-needs.js';
-import { checkClaimTarget, claimTerms, claimedData, startedData, takeClaim } from '../claims.js';
+import { RELEASE_LIMIT, checkClaimTarget, claimTerms, claimedData, startedData, takeClaim } from '../claims.js';
 import { DEFAULT_QUEUE } from '../creation.js';
 import { type TaskRow, heartbeatRefusal, toTask } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
@@ -29,17 +29,20 @@ type Part = { where: string; sets?: string };
 /**
  * The parts of the claimable tasks this claimer may take from, each with its own partial
  * index in claim order (schema versions 6 to 8, as SQLite's 10 to 12): those anyone may claim
- * (tasks_claimable_open), those reserved for this agent that require nothing
- * (tasks_claimable_for), and for a claimer with capabilities those that require some: looked
+ * (tasks_ready_open), those reserved for this agent that require nothing
+ * (tasks_ready_for), and for a claimer with capabilities those that require some: looked
  * up by each requirement set its capabilities cover, not reserved and reserved for it
- * (tasks_claimable_needs_set and _for; claim-needs.ts), or past MAX_LOOKED_UP walked in claim
- * order (tasks_claimable_needs_walk). In one index a claim stepped over every task reserved
+ * (tasks_ready_needs_set and _for; claim-needs.ts), or past MAX_LOOKED_UP walked in claim
+ * order (tasks_ready_needs_walk). In one index a claim stepped over every task reserved
  * for another agent or requiring what it lacked, so an agent could make every claim slow by
  * creating such tasks. The capabilities' parameter is JSON text: the sets to look up, or (a
- * walk) the capabilities a task's requirements must be contained in.
+ * walk) the capabilities a task's requirements must be contained in. A task not yet due is in
+ * no part (version 9, the parts named tasks_ready_* since): see dueSql.
  */
 function pickParts(v: PickValues, withCard: boolean, needs: Needs): Part[] {
-  const base = `state = 'pending' AND unmet_deps = 0 AND queue = ${v.queue} AND run_after <= ${v.now}${withCard ? " AND card <> '{}'" : ''}`;
+  // run_after too, though a task in a part is due: one written before version 9 by a build still
+  // running (`delayed` false), or on a clock ahead of this one, is still not handed out early.
+  const base = `state = 'pending' AND unmet_deps = 0 AND NOT delayed AND queue = ${v.queue} AND run_after <= ${v.now}${withCard ? " AND card <> '{}'" : ''}`;
   // As a CASE: the planner guesses `<@` matches one row in a thousand, and then reads a whole
   // part (every task requiring capabilities) through a bitmap and sorts it, on every claim,
   // where walking the part in claim order stops at its first match. A CASE it guesses at half.
@@ -65,10 +68,34 @@ function firsts(part: Part, cols: string, limit: number, lock = ''): string {
        ORDER BY x.priority DESC, x.id LIMIT ${limit}`;
 }
 
+/**
+ * Whether the queue holds tasks due that no claim has released yet: read beside every pick
+ * (from tasks_delayed, by queue and due time: one entry when none is due). A pick that sees
+ * some takes nothing; its claimer releases them (releaseDue) and picks again, so a task that
+ * falls due takes its place in claim order. In the parts, every claim stepped over each task
+ * not yet due: 7 ms a claim behind an operator's 25,000 reminders due in 2100.
+ */
+export const dueSql = (v: PickValues): string =>
+  `EXISTS (SELECT 1 FROM tasks WHERE state = 'pending' AND delayed AND queue = ${v.queue} AND run_after <= ${v.now})`;
+
+/**
+ * Releases the queue's due tasks into the claimable parts, earliest due first, RELEASE_LIMIT
+ * at most (claims.ts), passing those another claimer is releasing: in the caller's transaction,
+ * or on its own (`query` of the connection) before a claim in one statement. `now` null: the
+ * database's clock.
+ */
+export async function releaseDue(q: Query, queue: string, now: number | null): Promise<void> {
+  await q(
+    `UPDATE tasks SET delayed = false WHERE id IN (SELECT id FROM tasks WHERE state = 'pending' AND delayed AND queue = $1
+       AND run_after <= coalesce($2::bigint, ${NOW_MS}) ORDER BY run_after LIMIT ${RELEASE_LIMIT} FOR UPDATE SKIP LOCKED)`,
+    [queue, now],
+  );
+}
+
 /** Whether a row is in `part`: its terms, as a condition on the row. */
 const holds = (part: Part): string => (part.sets === undefined ? part.where : `${part.where} AND requires IN (SELECT jsonb_array_elements_text(${part.sets}))`);
 
-/** A look (no lock): the best of each part's first entry. */
+/** A look (no lock): the best of each part's first entry (claimable adds the due ones not yet released). */
 export const lookSql = (withCard: boolean, needs: Needs, columns: string, v: PickValues = PARAMS): string =>
   `SELECT ${columns} FROM tasks WHERE id = (SELECT id FROM (${pickParts(v, withCard, needs)
     .map((part) => `(${firsts(part, 'id, priority', 1)})`)
@@ -133,7 +160,7 @@ export function pickOpening(input: ClaimInput, fixedNow: number | undefined): Op
   return {
     name: `taskloop_pick${withCard ? '_card' : ''}${needs.shape === 0 ? '' : needs.shape === 'walk' ? '_walk' : '_caps'}`,
     sql: `WITH pick_clock AS (SELECT coalesce($4, ${NOW_MS}) AS now), ${pick.with}
-     SELECT c.now, ${PICK_HAD_CANDIDATES} AS pick_had, t.* FROM pick_clock c LEFT JOIN (${pick.select}) t ON true`,
+     SELECT c.now, ${PICK_HAD_CANDIDATES} AS pick_had, ${dueSql({ queue: '$1', now: 'c.now', agent: '', caps: '' })} AS pick_due, t.* FROM pick_clock c LEFT JOIN (${pick.select}) t ON true`,
     types: ['text', 'text', 'text', 'bigint'],
     args: [input.queue ?? DEFAULT_QUEUE, input.agent, needs.param, fixedNow ?? null],
     givesNow: true,
@@ -158,16 +185,21 @@ export function primePick(q: Query, row: Record<string, unknown> | undefined): v
 /** Whether a claim by `input` (without a task id) would find a task now: a read, no lock taken. */
 export async function claimable(q: Query, input: ClaimInput, now: number): Promise<boolean> {
   const needs = claimNeeds(input.capabilities);
-  const rows = await q(lookSql(input.withCard === true, needs.shape, 'id'), [input.queue ?? DEFAULT_QUEUE, now, input.agent, needs.param]);
-  return rows.length > 0;
+  const [row] = await q<{ found: boolean }>(`SELECT EXISTS (${lookSql(input.withCard === true, needs.shape, 'id')}) OR ${dueSql(PARAMS)} AS found`, [
+    input.queue ?? DEFAULT_QUEUE,
+    now,
+    input.agent,
+    needs.param,
+  ]);
+  return row?.found === true;
 }
 
-/** A pick inside the caller's transaction: the task's columns (null when none) and, fast, pick_had. */
+/** A pick inside the caller's transaction: the task's columns (null when none), pick_due and, fast, pick_had. */
 async function pickIn(q: Query, input: ClaimInput, now: number, slow: boolean): Promise<Record<string, unknown> | undefined> {
   const needs = claimNeeds(input.capabilities);
   const pick = pickSql(input.withCard === true, needs.shape, '*', PARAMS, slow);
   const had = slow ? 'false' : PICK_HAD_CANDIDATES;
-  const [found] = await q(`WITH ${pick.with} SELECT ${had} AS pick_had, t.* FROM (SELECT 1) one LEFT JOIN (${pick.select}) t ON true`, [
+  const [found] = await q(`WITH ${pick.with} SELECT ${had} AS pick_had, ${dueSql(PARAMS)} AS pick_due, t.* FROM (SELECT 1) one LEFT JOIN (${pick.select}) t ON true`, [
     input.queue ?? DEFAULT_QUEUE,
     now,
     input.agent,
@@ -182,9 +214,14 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
   if (input.taskId !== undefined) {
     row = checkClaimTarget(await lockTask(q, input.taskId), input, now);
   } else {
-    const found = picked.has(q) ? picked.get(q) : await pickIn(q, input, now, false);
+    let found = picked.has(q) ? picked.get(q) : await pickIn(q, input, now, false);
     picked.delete(q);
-    const { now: _, pick_had: had, ...columns } = found ?? {};
+    if (found?.pick_due === true) {
+      // Tasks fell due: into the parts first, then the pick again (the row it chose stays locked to the end: it is passed).
+      await releaseDue(q, input.queue ?? DEFAULT_QUEUE, now);
+      found = await pickIn(q, input, now, false);
+    }
+    const { now: _, pick_had: had, pick_due: _due, ...columns } = found ?? {};
     if (columns.id === null || columns.id === undefined) {
       if (had !== true) return null;
       // Other claimers held every entry the pick chose from: pick again, locking each part's first free one.
@@ -216,22 +253,27 @@ export async function claimTask(q: Query, input: ClaimInput, now: number, events
 const CLAIMED_TEXT = JSON.stringify(claimedData(-1, -2)).split(/-[12]/);
 const STARTED_TEXT = JSON.stringify(startedData());
 
-/** The one statement of claimOne (exported for the plan test): $1 queue, $2 agent, $3 capabilities, $4 the clock … */
+/**
+ * The one statement of claimOne (exported for the plan test): $1 queue, $2 agent, $3
+ * capabilities, $4 the clock … $14 whether tasks due but not released stop the claim (pick_due).
+ */
 export function claimOneSql(withCard: boolean, needs: Needs, slow: boolean): string {
-  const pick = pickSql(withCard, needs, 'id', { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM c)' }, slow);
+  const v = { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM c)' };
+  const pick = pickSql(withCard, needs, 'id', v, slow);
   return `WITH c AS (SELECT coalesce($4::bigint, ${NOW_MS}) AS now),
+     d AS (SELECT ${dueSql(v)} AS due),
      ${pick.with},
      p AS (${pick.select}),
      u AS (UPDATE tasks t SET state = $5, assignee = $2, claim_token = $6, attempts = t.attempts + 1, lease_ms = $7::bigint,
        lease_expires_at = c.now + $7::bigint, stale_since = NULL, updated_at = c.now, worker_id = coalesce($8, t.worker_id)
-       FROM p, c WHERE t.id = p.id RETURNING t.*),
+       FROM p, c, d WHERE t.id = p.id AND NOT ($14::boolean AND d.due) RETURNING t.*),
      e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
        SELECT u.id, x.type, $2, 'agent', x.data, u.updated_at
        FROM u CROSS JOIN LATERAL (VALUES
          (1, 'task.claimed', pg_catalog.concat($9::text, u.attempts, $10::text, u.lease_expires_at, $11::text)),
          (2, 'task.transitioned', $12::text)) x(n, type, data)
        WHERE x.n = 1 OR $13::boolean ORDER BY x.n RETURNING id)
-     SELECT ${slow ? 'false' : PICK_HAD_CANDIDATES} AS pick_had, u.*, (SELECT pg_catalog.min(id) FROM e) AS first_event, (SELECT pg_catalog.max(id) FROM e) AS last_event
+     SELECT ${slow ? 'false' : PICK_HAD_CANDIDATES} AS pick_had, (SELECT due FROM d) AS pick_due, u.*, (SELECT pg_catalog.min(id) FROM e) AS first_event, (SELECT pg_catalog.max(id) FROM e) AS last_event
      FROM (SELECT 1) one LEFT JOIN u ON true`;
 }
 
@@ -241,17 +283,19 @@ export function claimOneSql(withCard: boolean, needs: Needs, slow: boolean): str
  * reading of the clock. It writes what `takeClaim` would (claims.ts claimTerms and the
  * events' data): a picked task is pending, which any agent may claim. Null when nothing is
  * claimable; a statement that fails writes nothing. When other claimers held every entry its
- * pick chose from, it picks again `slow`ly (pickSql).
+ * pick chose from, it picks again `slow`ly (pickSql). When tasks in its queue fell due and no
+ * claim has released them yet, it takes nothing, releases them and claims again (`released`).
  */
 export async function claimOne(
   query: Query,
   input: ClaimInput,
   fixedNow: number | undefined,
   slow = false,
+  released = false,
 ): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
   const { state, leaseMs, token } = claimTerms(input);
   const needs = claimNeeds(input.capabilities);
-  const [row] = await query<TaskRow & { first_event: number; last_event: number; pick_had: boolean }>(
+  const [row] = await query<TaskRow & { first_event: number; last_event: number; pick_had: boolean; pick_due: boolean }>(
     claimOneSql(input.withCard === true, needs.shape, slow),
     [
       input.queue ?? DEFAULT_QUEUE,
@@ -265,11 +309,16 @@ export async function claimOne(
       ...CLAIMED_TEXT,
       STARTED_TEXT,
       input.start === true,
+      !released,
     ],
   );
-  const { first_event: first, last_event: last, pick_had: had, ...columns } = row!;
+  const { first_event: first, last_event: last, pick_had: had, pick_due: due, ...columns } = row!;
+  if (columns.id === null && due && !released) {
+    await releaseDue(query, input.queue ?? DEFAULT_QUEUE, fixedNow ?? null);
+    return claimOne(query, input, fixedNow, slow, true);
+  }
   // Other claimers held every entry the pick chose from: pick again, locking each part's first free one.
-  if (columns.id === null) return had === true ? claimOne(query, input, fixedNow, true) : null;
+  if (columns.id === null) return had === true ? claimOne(query, input, fixedNow, true, released) : null;
   const task = toTask(columns as TaskRow) as ClaimedTask;
   task.claimToken = token;
   const event = (id: number, type: string, data: Record<string, unknown>): TaskEvent => ({

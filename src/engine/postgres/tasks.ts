@@ -20,9 +20,13 @@ import { appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from '.
 type Row = TaskRow & Record<string, unknown>;
 
 const INSERT_COLUMNS =
-  'title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on, idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card';
+  'title, state, priority, creator, creator_role, max_attempts, queue, for_agent, requires, depends_on, idempotency_key, idempotency_scope, run_after, unmet_deps, created_at, updated_at, card, delayed';
 
-/** The INSERT's values of one task (state, unmet_deps and the times are written by the statement). */
+/**
+ * The INSERT's values of one task (state and the times are written by the statement). The
+ * last, `delayed`: not yet due, so out of the claimable parts until a claim releases it
+ * (schema version 9); null when `now` is (createOne: the statement compares on its clock).
+ */
 const valuesOf = (input: BatchTaskInput, creator: Actor, now: number | null, depList: number[], key: string | null, scope: string | null, unmet: number): unknown[] => [
   input.title,
   input.priority ?? 0,
@@ -39,6 +43,7 @@ const valuesOf = (input: BatchTaskInput, creator: Actor, now: number | null, dep
   unmet,
   now,
   JSON.stringify(input.card ?? {}),
+  now === null ? null : input.runAfter !== undefined && input.runAfter > now,
 ];
 
 type Created = Pick<Task, 'id' | 'title' | 'priority' | 'queue' | 'dependsOn' | 'runAfter'>;
@@ -67,7 +72,7 @@ async function createPlain(q: Query, inputs: BatchTaskInput[], creator: Actor, n
       const values = valuesOf(input, creator, now, [], null, null, 0);
       const n = params.push(...values) - values.length;
       const p = (k: number) => `$${n + k}`;
-      return `(${p(1)}, 'pending', ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ${p(14)}, ${p(14)}, ${p(15)})`;
+      return `(${p(1)}, 'pending', ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}, ${p(6)}, ${p(7)}, ${p(8)}, ${p(9)}, ${p(10)}, ${p(11)}, ${p(12)}, ${p(13)}, ${p(14)}, ${p(14)}, ${p(15)}, ${p(16)})`;
     });
     const inserted = (await q<Row>(`INSERT INTO tasks (${INSERT_COLUMNS}) VALUES ${rows.join(', ')} RETURNING *`, params)).sort((a, b) => a.id - b.id);
     const tasks = inserted.map(toTask);
@@ -99,13 +104,14 @@ export async function createOne(query: Query, input: BatchTaskInput, creator: Ac
   const [row] = await query<Row & { event_id: number }>(
     `WITH c AS (SELECT coalesce($14::bigint, ${NOW_MS}) AS now),
      t AS (INSERT INTO tasks (${INSERT_COLUMNS})
-       SELECT $1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce($12::bigint, c.now), $13, c.now, c.now, $15 FROM c
+       SELECT $1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, coalesce($12::bigint, c.now), $13, c.now, c.now, $15,
+         coalesce($16::boolean, coalesce($12::bigint, c.now) > c.now) FROM c
        RETURNING *),
      e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
-       SELECT t.id, $16, $17, $18, pg_catalog.concat($19::text, t.run_after, '}'), t.created_at FROM t RETURNING id)
+       SELECT t.id, $17, $18, $19, pg_catalog.concat($20::text, t.run_after, '}'), t.created_at FROM t RETURNING id)
      SELECT t.*, (SELECT id FROM e) AS event_id,
-       pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), $20::text), '') AS woke,
-       pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), $21::text), '') AS woke_any FROM t`,
+       pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), $21::text), '') AS woke,
+       pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), $22::text), '') AS woke_any FROM t`,
     [...values, event.type, event.actor, event.actorRole, prefix, ...workChannels({ all: false, queues: new Set([input.queue ?? DEFAULT_QUEUE]) })],
   );
   const { event_id: eventId, woke: _woke, woke_any: _any, ...taskRow } = row as Row & { event_id: number; woke: unknown; woke_any: unknown };
@@ -162,12 +168,12 @@ export async function createTasks(q: Query, inputs: BatchTaskInput[], creator: A
     );
     const together = !holdsEvents(q);
     const text = `WITH t AS (INSERT INTO tasks (${INSERT_COLUMNS})
-       VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15)
+       VALUES ($1, 'pending', $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15, $16)
        ON CONFLICT (idempotency_scope, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
        RETURNING *)${
          together
            ? `, e AS (INSERT INTO task_events (task_id, type, actor, actor_role, data, created_at)
-       SELECT t.id, $16, $17, $18, $19, $14 FROM t RETURNING id)
+       SELECT t.id, $17, $18, $19, $20, $14 FROM t RETURNING id)
        SELECT t.*, (SELECT id FROM e) AS event_id FROM t`
            : ' SELECT t.*, NULL::bigint AS event_id FROM t'
        }`;

@@ -3,7 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { EngineError } from '../errors.js';
 import { asAgent } from '../actors.js';
 import { checkClaim } from '../states.js';
-import { checkClaimTarget, hasCapabilities } from '../claims.js';
+import { RELEASE_LIMIT, checkClaimTarget, hasCapabilities } from '../claims.js';
+
+export { RELEASE_LIMIT } from '../claims.js';
 import { type ClaimNeeds, claimNeeds } from '../claim-needs.js';
 import { heartbeatRefusal } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
@@ -44,9 +46,8 @@ const STARTED_JSON = '{"from":"claimed","to":"in_progress"}';
  * inside the write lock: the whole file's writes. A daemon's pick (withCard) reads the _card
  * twin of each, which holds only tasks with a card (migration 8): tasks waiting for agents
  * are not in its way. Nor are tasks not yet due (migration 13): they are `delayed`, in
- * tasks_delayed alone, until a claim in their queue releases them (releaseSql), so a task in a
- * part is due and the pick reads no run_after. What is left to step over: for a claimer that
- * walks, tasks requiring what it lacks.
+ * tasks_delayed alone, until a claim in their queue releases them (releaseSql). What is left to
+ * step over: for a claimer that walks, tasks requiring what it lacks.
  */
 const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHERE r.value NOT IN (SELECT value FROM json_each(@caps)))';
 /**
@@ -55,7 +56,10 @@ const MEETS_CAPS = 'NOT EXISTS (SELECT 1 FROM json_each(tasks.requires) AS r WHE
  */
 type Shape = 'none' | 'sets' | 'walk' | 'given';
 const shapeOf = (needs: ClaimNeeds['shape']): Shape => (needs === 'walk' ? 'walk' : needs > 0 ? 'sets' : 'none');
-const baseOf = (withCard: boolean) => `state = 'pending' AND unmet_deps = 0 AND delayed = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue`;
+const partOf = (withCard: boolean) => `state = 'pending' AND unmet_deps = 0 AND delayed = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue`;
+// run_after too, though a task in a part is due: one written `delayed = 0` by a build before
+// migration 13 (still running), or on a clock ahead of this one, is still not handed out early.
+const baseOf = (withCard: boolean) => `${partOf(withCard)} AND run_after <= @now`;
 export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'] | 'given', columns = TASK_COLUMNS) => {
   const twin = withCard ? '_card' : '';
   const base = baseOf(withCard);
@@ -81,7 +85,7 @@ export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'] | 'given',
 };
 
 type Pick = { get(params: Record<string, unknown>): unknown[] | undefined };
-type Window = { all(params: Record<string, unknown>): Array<[number, string, string | null]> };
+type Window = { all(params: Record<string, unknown>): Array<[number, string, string | null, number]> };
 /**
  * A claimer whose sets are more than WINDOW_PAST (five to eight capabilities: 31 to 255 sets,
  * up to ~0.22 ms of lookups inside the write lock, flood or not) first reads the needs part's
@@ -114,7 +118,7 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
     if (typeof needs.shape === 'number' && needs.shape > WINDOW_PAST) {
       const rows = windowOf(withCard).all(params);
       const mine = rows.find(
-        ([, requires, forAgent]) => (forAgent === null || forAgent === input.agent) && hasCapabilities(requires, input.capabilities),
+        ([, requires, forAgent, runAfter]) => runAfter <= now && (forAgent === null || forAgent === input.agent) && hasCapabilities(requires, input.capabilities),
       );
       if (mine !== undefined || rows.length < WINDOW) {
         params.given = mine?.[0] ?? null;
@@ -127,20 +131,15 @@ function preparePicks(db: Db, columns: string): (input: ClaimInput, now: number)
 
 /**
  * The needs part's first WINDOW entries in claim order (exported for the plan test): id,
- * requires, for_agent. All are due: a task not yet due is not in the part (migration 13).
+ * requires, for_agent, run_after. A task not yet due is not in the part (migration 13); one
+ * that is there all the same (see baseOf) counts as one it cannot take: as a term, run_after
+ * would have the window read past as many of them as there were.
  */
 export const windowSql = (withCard: boolean): string =>
-  `SELECT id, requires, for_agent FROM tasks INDEXED BY tasks_claimable_needs${withCard ? '_card' : ''}
-     WHERE ${baseOf(withCard)} AND requires IS NOT NULL
+  `SELECT id, requires, for_agent, run_after FROM tasks INDEXED BY tasks_claimable_needs${withCard ? '_card' : ''}
+     WHERE ${partOf(withCard)} AND requires IS NOT NULL
      ORDER BY priority DESC, id LIMIT ${WINDOW}`;
 
-/**
- * How many due tasks one claim releases at most. A release writes each task's row and its
- * part's entries inside the claim's write lock (~µs each): 25,000 reminders falling due at
- * nine o'clock are released by the first claims after it, RELEASE_LIMIT each, earliest due
- * first, not all by one (BullMQ promotes its delayed jobs 1,000 a call).
- */
-export const RELEASE_LIMIT = 500;
 /**
  * The due tasks of a queue, released into the claimable parts (exported for the plan test):
  * read from tasks_delayed from the earliest due, so a claim with none due reads one entry.
