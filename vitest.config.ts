@@ -37,6 +37,7 @@ export const CONTRACT = [
   'test/engine/store-input.test.ts',
   'test/engine/run-writes.test.ts',
   'test/workers/loop.*.test.ts',
+  'test/workers/daemon-delayed.test.ts',
   'test/workers/gate.test.ts',
   'test/workers/plan.test.ts',
   'test/workers/acceptance.test.ts',
