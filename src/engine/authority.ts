@@ -121,7 +121,7 @@ export function mayUsePriority(priority: number, creator: Actor): MoveVerdict {
  * 30's review). Tasks not yet due are now held apart until due (SQLite's migration 13,
  * PostgreSQL's version 9) and cost a claim nothing. What a delay still does: the task's release
  * into the claimable parts is written by whichever claim in its queue comes next after it falls
- * due (~3 µs a task, up to 1.5 ms for RELEASE_LIMIT of them), so an agent's delays would place
+ * due (~3 µs a task on SQLite, ~30 on PostgreSQL), so an agent's delays would place
  * its writes in other parties' transactions at a moment of its choosing. It stays an operator's
  * (reviewer's, the system's) power; an agent's task is due when it is created.
  */

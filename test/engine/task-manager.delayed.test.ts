@@ -97,4 +97,26 @@ describe('a task not yet due', () => {
     clock.advance(10_000);
     expect((await tm.claimTask({ agent: 'w' }))?.title).toBe('old build, in 10 s');
   });
+
+  it('behind more fallen due than one release holds that it may not take, a claim still takes its own (plain and daemon claims)', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    const { runs } = portsOf(tm);
+    const at = clock.now() + 1000;
+    // 1,200 reserved for an agent that is not running, due first; then one for anyone, and a daemon's.
+    for (let i = 0; i < 1200; i += 600) {
+      await tm.createTasks(Array.from({ length: 600 }, (_, j) => ({ title: `for ghost ${i + j}`, forAgent: 'ghost', card: CARD, runAfter: at })), operator);
+    }
+    await tm.createTask({ title: 'mine', priority: 9, runAfter: at + 1 }, operator);
+    await tm.createTask({ title: 'the daemon’s', card: CARD, runAfter: at + 2 }, operator);
+    await tm.createTasks(Array.from({ length: 1000 }, (_, i) => ({ title: `for ghost, no card ${i}`, forAgent: 'ghost', runAfter: at + 3 })), operator);
+    await tm.createTask({ title: 'the daemon’s, behind more', card: CARD, runAfter: at + 4 }, operator);
+    clock.advance(2000);
+    expect(await tm.store.claimable({ agent: 'w' })).toBe(true);
+    expect((await tm.claimTask({ agent: 'w' }))?.title).toBe('mine');
+    const claimRun = async () => (await runs.claimRun({ agent: 'daemon-1', withCard: true }, (t, now) => budgetOfTask(t.card, now)))?.task.title ?? null;
+    expect(await claimRun()).toBe('the daemon’s');
+    expect(await claimRun()).toBe('the daemon’s, behind more');
+    expect(await claimRun()).toBeNull();
+  });
 });

@@ -56,4 +56,25 @@ describe('wake-ups by queue', () => {
     expect(await wokeAfter(jobs, j, 5000), "a task of 'mail' given back wakes the claimer of 'jobs' too").toBe(true);
     expect(claim.id).toBe(task.id);
   });
+
+  it('a claim that releases tasks fallen due wakes their queue\'s claimers, though it takes none of them', async () => {
+    const tm = freshManager();
+    const watching = openTaskStore(tm.path, { watchFallbackMs: 3_600_000 });
+    onTestFinished(() => watching.close());
+    const jobs = counter();
+    watching.watch(jobs.hit, 'work', 'jobs');
+    for (let i = 0; jobs.n === 0 && i < 50; i++) {
+      await tm.createTask({ title: `warm-up ${i}`, queue: 'jobs' }, operator);
+      await sleep(100);
+    }
+    expect(jobs.n, 'the watch came up').toBeGreaterThan(0);
+    // Bob's, due in 300 ms: a delayed create wakes no one (nothing is claimable yet).
+    await tm.createTasks(Array.from({ length: 3 }, (_, i) => ({ title: `for bob ${i}`, queue: 'jobs', forAgent: 'bob', runAfter: Date.now() + 300 })), operator);
+    await sleep(SETTLE_MS + 300);
+    const j = jobs.n;
+    // Alice's claim releases them (and takes the warm-ups, which are hers to take too): bob's claimers must hear it.
+    while ((await tm.claimTask({ agent: 'alice', queue: 'jobs' })) !== null);
+    expect(await wokeAfter(jobs, j, 5000), 'the release woke the claimers of jobs').toBe(true);
+    expect((await tm.claimTask({ agent: 'bob', queue: 'jobs' }))?.title).toMatch(/^for bob/);
+  });
 });

@@ -5,7 +5,8 @@
  * Nor tasks not yet due (version 9): they are in tasks_delayed alone until a claim releases them.
  */
 import { describe, expect, it } from 'vitest';
-import { claimOneSql, lookSql, pickOpening } from '../../src/engine/postgres/claim.js';
+import { claimOneSql, pickOpening } from '../../src/engine/postgres/claim.js';
+import { lookSql } from '../../src/engine/postgres/pick.js';
 import { PG_MIGRATIONS, eventLockKey } from '../../src/engine/postgres/schema.js';
 import { newDatabase } from '../stores.js';
 import { claimNeeds } from '../../src/engine/claim-needs.js';

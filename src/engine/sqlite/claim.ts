@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { EngineError } from '../errors.js';
 import { asAgent } from '../actors.js';
 import { checkClaim } from '../states.js';
-import { RELEASE_LIMIT, checkClaimTarget, hasCapabilities } from '../claims.js';
+import { RELEASE_LIMIT, RELEASE_ROUNDS, checkClaimTarget, hasCapabilities } from '../claims.js';
 
 export { RELEASE_LIMIT } from '../claims.js';
 import { type ClaimNeeds, claimNeeds } from '../claim-needs.js';
@@ -12,6 +12,7 @@ import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../type
 import type { Db } from './connection.js';
 import { DEFAULT_LEASE_MS, DEFAULT_QUEUE } from '../creation.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, prepareGetRow, rowOf, toTask } from './rows.js';
+import { markWake } from './wake-files.js';
 
 export { DEFAULT_LEASE_MS } from '../creation.js';
 
@@ -58,7 +59,9 @@ type Shape = 'none' | 'sets' | 'walk' | 'given';
 const shapeOf = (needs: ClaimNeeds['shape']): Shape => (needs === 'walk' ? 'walk' : needs > 0 ? 'sets' : 'none');
 const partOf = (withCard: boolean) => `state = 'pending' AND unmet_deps = 0 AND delayed = 0${withCard ? " AND card <> '{}'" : ''} AND queue = @queue`;
 // run_after too, though a task in a part is due: one written `delayed = 0` by a build before
-// migration 13 (still running), or on a clock ahead of this one, is still not handed out early.
+// migration 13 still running (it can create, though no longer claim: its picks name these
+// indexes with terms that no longer imply their conditions), or on a clock ahead of this one,
+// is still not handed out early.
 const baseOf = (withCard: boolean) => `${partOf(withCard)} AND run_after <= @now`;
 export const pickSql = (withCard: boolean, needs: ClaimNeeds['shape'] | 'given', columns = TASK_COLUMNS) => {
   const twin = withCard ? '_card' : '';
@@ -183,9 +186,15 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
       row = checkClaimTarget(getRow(input.taskId), input, now);
     } else {
       const due = { queue: input.queue ?? DEFAULT_QUEUE, now };
-      // A read first: most claims find none due, and the update costs 3-5 µs more than the read.
-      if (anyDue.get(due) !== undefined) release.run(due);
-      const raw = pick(input, now);
+      let raw: unknown[] | undefined;
+      for (let round = 0; ; round++) {
+        // A read first: most claims find none due, and the update costs 3-5 µs more than the read.
+        const released = round < RELEASE_ROUNDS && anyDue.get(due) !== undefined ? release.run(due).changes : 0;
+        if (released > 0) markWake(db, 'work'); // released tasks are claimable: as a create, wake the claimers
+        raw = pick(input, now);
+        // Nothing it may take among a full release: more may be due behind it (claims.ts RELEASE_ROUNDS).
+        if (raw !== undefined || released < RELEASE_LIMIT) break;
+      }
       if (raw === undefined) return null;
       row = rowOf(raw);
     }
