@@ -4,8 +4,6 @@ import { EngineError } from '../errors.js';
 import { asAgent } from '../actors.js';
 import { checkClaim } from '../states.js';
 import { RELEASE_LIMIT, RELEASE_ROUNDS, checkClaimTarget, hasCapabilities } from '../claims.js';
-
-export { RELEASE_LIMIT } from '../claims.js';
 import { type ClaimNeeds, claimNeeds } from '../claim-needs.js';
 import { heartbeatRefusal } from '../task-rows.js';
 import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../types.js';
