@@ -41,6 +41,13 @@ export function workWakeOf(events: readonly TaskEvent[], forced = false): WorkWa
   return queues.size > MAX_QUEUE_WAKES ? { all: true } : { all: false, queues };
 }
 
+/** `work` and the claimers of `queues` too (a commit that made their tasks claimable with no event to say so). */
+export function withQueues(work: WorkWake | undefined, queues: ReadonlySet<string> | undefined): WorkWake | undefined {
+  if (queues === undefined || work?.all === true) return work;
+  const all = new Set([...(work?.queues ?? []), ...queues]);
+  return all.size > MAX_QUEUE_WAKES ? { all: true } : { all: false, queues: all };
+}
+
 /** The buckets of `queues` (each once). */
 export function wakeBuckets(queues: ReadonlySet<string>): Set<string> {
   return new Set([...queues].map(wakeBucket));

@@ -57,12 +57,15 @@ describe('wake-ups by queue', () => {
     expect(claim.id).toBe(task.id);
   });
 
-  it('a claim that releases tasks fallen due wakes their queue\'s claimers, though it takes none of them', async () => {
+  it('a claim that releases tasks fallen due wakes their queue\'s claimers, though it takes none of them, and no other queue\'s', async () => {
     const tm = freshManager();
     const watching = openTaskStore(tm.path, { watchFallbackMs: 3_600_000 });
     onTestFinished(() => watching.close());
+    expect(wakeBucket('mail')).not.toBe(wakeBucket('jobs'));
     const jobs = counter();
+    const mail = counter();
     watching.watch(jobs.hit, 'work', 'jobs');
+    watching.watch(mail.hit, 'work', 'mail');
     for (let i = 0; jobs.n === 0 && i < 50; i++) {
       await tm.createTask({ title: `warm-up ${i}`, queue: 'jobs' }, operator);
       await sleep(100);
@@ -72,9 +75,12 @@ describe('wake-ups by queue', () => {
     await tm.createTasks(Array.from({ length: 3 }, (_, i) => ({ title: `for bob ${i}`, queue: 'jobs', forAgent: 'bob', runAfter: Date.now() + 300 })), operator);
     await sleep(SETTLE_MS + 300);
     const j = jobs.n;
+    const m = mail.n;
     // Alice's claim releases them (and takes the warm-ups, which are hers to take too): bob's claimers must hear it.
     while ((await tm.claimTask({ agent: 'alice', queue: 'jobs' })) !== null);
     expect(await wokeAfter(jobs, j, 5000), 'the release woke the claimers of jobs').toBe(true);
+    await sleep(SETTLE_MS);
+    expect(mail.n, 'a release in jobs does not wake the claimers of mail').toBe(m);
     expect((await tm.claimTask({ agent: 'bob', queue: 'jobs' }))?.title).toMatch(/^for bob/);
   });
 });

@@ -10,7 +10,7 @@ import type { ClaimInput, ClaimedTask, HeartbeatInput, TaskEvent } from '../type
 import type { Db } from './connection.js';
 import { DEFAULT_LEASE_MS, DEFAULT_QUEUE } from '../creation.js';
 import { type EventWriter, type TaskRow, TASK_COLUMNS, prepareGetRow, rowOf, toTask } from './rows.js';
-import { markWake } from './wake-files.js';
+import { markWorkIn } from './wake-files.js';
 
 export { DEFAULT_LEASE_MS } from '../creation.js';
 
@@ -188,7 +188,7 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
       for (let round = 0; ; round++) {
         // A read first: most claims find none due, and the update costs 3-5 µs more than the read.
         const released = round < RELEASE_ROUNDS && anyDue.get(due) !== undefined ? release.run(due).changes : 0;
-        if (released > 0) markWake(db, 'work'); // released tasks are claimable: as a create, wake the claimers
+        if (released > 0) markWorkIn(db, due.queue); // released tasks are claimable: as a create, wake their queue's claimers
         raw = pick(input, now);
         // Nothing it may take among a full release: more may be due behind it (claims.ts RELEASE_ROUNDS).
         if (raw !== undefined || released < RELEASE_LIMIT) break;

@@ -9,7 +9,7 @@
  * recovery (space.ts); the next write after space returns succeeds without a restart.
  */
 import { resolve } from 'node:path';
-import { type WorkWake, wakeBuckets, workWakeOf } from '../claims.js';
+import { type WorkWake, wakeBuckets, withQueues, workWakeOf } from '../claims.js';
 import { type EngineError, isEngineError } from '../errors.js';
 import type { ReadEventsQuery, SweepOptions, TaskStore, WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
@@ -210,7 +210,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
    * of every process when the commit may have made a task claimable (wake-files.ts).
    */
   function announce<T>(c: Committed<T>): WriteOutcome<T> {
-    const work = workWakeOf(c.events, c.wakes?.work === true);
+    const work = withQueues(workWakeOf(c.events, c.wakes?.work === true), c.wakes?.queues);
     if (work !== undefined) wakeClaimers(work);
     if (c.wakes?.controls === true) signal('controls');
     else if (work === undefined && c.events.length > 0) watcher.notifyLocal();

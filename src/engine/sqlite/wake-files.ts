@@ -87,18 +87,28 @@ export function signalWake(dbPath: string, topic: WakeTopic, bucket?: string): v
 const WORK = 1;
 const CONTROLS = 2;
 const marks = new WeakMap<Db, number>();
+const queueMarks = new WeakMap<Db, Set<string>>();
 
 /** Notes that the transaction in progress on `db` concerns `topic` (a dependent freed, a control changed). */
 export function markWake(db: Db, topic: WakeTopic): void {
   marks.set(db, (marks.get(db) ?? 0) | (topic === 'work' ? WORK : CONTROLS));
 }
 
-/** What `markWake` noted on `db` since the last call; forgets it. */
-export function takeWakes(db: Db): { work: boolean; controls: boolean } | undefined {
+/** Notes that the transaction in progress on `db` made tasks of `queue` claimable with no event to say so (tasks fallen due, released). */
+export function markWorkIn(db: Db, queue: string): void {
+  let queues = queueMarks.get(db);
+  if (queues === undefined) queueMarks.set(db, (queues = new Set()));
+  queues.add(queue);
+}
+
+/** What `markWake` and `markWorkIn` noted on `db` since the last call; forgets it. */
+export function takeWakes(db: Db): { work: boolean; controls: boolean; queues: ReadonlySet<string> | undefined } | undefined {
   const m = marks.get(db);
-  if (m === undefined) return undefined;
+  const queues = queueMarks.get(db);
+  if (m === undefined && queues === undefined) return undefined;
   marks.delete(db);
-  return { work: (m & WORK) !== 0, controls: (m & CONTROLS) !== 0 };
+  queueMarks.delete(db);
+  return { work: ((m ?? 0) & WORK) !== 0, controls: ((m ?? 0) & CONTROLS) !== 0, queues };
 }
 
 /** How often a wake file that cannot be watched (yet) is looked at again. */
