@@ -6,7 +6,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { fakeClock, freshManager, operator } from '../helpers.js';
-import { execSql, portsOf } from '../stores.js';
+import { execSql, portsOf, querySql } from '../stores.js';
+import { RELEASE_LIMIT } from '../../src/engine/claims.js';
 import { budgetOfTask } from '../../src/workers/budget.js';
 
 const CARD = { goal: 'g', planner: 'scripted', allowed_tools: ['noop'], budget: { max_steps: 3 }, acceptance: { checks: [{ id: 'tools_ok', tools_subset: true }] }, script: [{ action: 'done' }] };
@@ -118,5 +119,18 @@ describe('a task not yet due', () => {
     expect(await claimRun()).toBe('the daemon’s');
     expect(await claimRun()).toBe('the daemon’s, behind more');
     expect(await claimRun()).toBeNull();
+  });
+
+  it('a claim behind many due tasks it may take releases one RELEASE_LIMIT, takes the best of them, and stops there', async () => {
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
+    for (let i = 0; i < 1200; i += 600) {
+      await tm.createTasks(Array.from({ length: 600 }, (_, j) => ({ title: `at nine ${i + j}`, priority: (i + j) % 5 === 0 ? 1 : 0, runAfter: clock.now() + 1000 })), operator);
+    }
+    clock.advance(1000);
+    expect((await tm.claimTask({ agent: 'w' }))?.title).toBe('at nine 0');
+    // One release, not RELEASE_ROUNDS of them: the first held a task it may take.
+    const [released] = await querySql<{ n: number }>(tm, 'SELECT count(*) AS n FROM tasks WHERE NOT delayed');
+    expect(Number(released!.n)).toBe(RELEASE_LIMIT);
   });
 });

@@ -7,7 +7,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { wakeBucket } from '../../src/engine/claims.js';
+import { RELEASE_LIMIT, wakeBucket } from '../../src/engine/claims.js';
 import { freshManager, operator } from '../helpers.js';
 import { openTaskStore } from '../stores.js';
 import { counter, wokeAfter } from '../wake-helpers.js';
@@ -57,7 +57,7 @@ describe('wake-ups by queue', () => {
     expect(claim.id).toBe(task.id);
   });
 
-  it('a claim that releases tasks fallen due wakes their queue\'s claimers, though it takes none of them, and no other queue\'s', async () => {
+  it('a claim that releases a full RELEASE_LIMIT of tasks fallen due wakes their queue\'s claimers, though it takes none of them, and no other queue\'s; a smaller release wakes no one', async () => {
     const tm = freshManager();
     const watching = openTaskStore(tm.path, { watchFallbackMs: 3_600_000 });
     onTestFinished(() => watching.close());
@@ -71,14 +71,20 @@ describe('wake-ups by queue', () => {
       await sleep(100);
     }
     expect(jobs.n, 'the watch came up').toBeGreaterThan(0);
-    // Bob's, due in 300 ms: a delayed create wakes no one (nothing is claimable yet).
-    await tm.createTasks(Array.from({ length: 3 }, (_, i) => ({ title: `for bob ${i}`, queue: 'jobs', forAgent: 'bob', runAfter: Date.now() + 300 })), operator);
+    // Carol's three, then RELEASE_LIMIT of bob's, due in 300 ms: a delayed create wakes no one (nothing is claimable yet).
+    await tm.createTasks(Array.from({ length: 3 }, (_, i) => ({ title: `for carol ${i}`, queue: 'jobs', forAgent: 'carol', runAfter: Date.now() + 300 })), operator);
     await sleep(SETTLE_MS + 300);
-    const j = jobs.n;
-    const m = mail.n;
-    // Alice's claim releases them (and takes the warm-ups, which are hers to take too): bob's claimers must hear it.
+    let j = jobs.n;
+    // Alice's claims release carol's three (and take the warm-ups, which are hers to take too): less than a full release.
     while ((await tm.claimTask({ agent: 'alice', queue: 'jobs' })) !== null);
-    expect(await wokeAfter(jobs, j, 5000), 'the release woke the claimers of jobs').toBe(true);
+    await sleep(SETTLE_MS);
+    expect(jobs.n, 'a release of three wakes no one').toBe(j);
+    await tm.createTasks(Array.from({ length: RELEASE_LIMIT }, (_, i) => ({ title: `for bob ${i}`, queue: 'jobs', forAgent: 'bob', runAfter: Date.now() + 300 })), operator);
+    await sleep(SETTLE_MS + 300);
+    j = jobs.n;
+    const m = mail.n;
+    expect(await tm.claimTask({ agent: 'alice', queue: 'jobs' })).toBeNull();
+    expect(await wokeAfter(jobs, j, 5000), 'the full release woke the claimers of jobs').toBe(true);
     await sleep(SETTLE_MS);
     expect(mail.n, 'a release in jobs does not wake the claimers of mail').toBe(m);
     expect((await tm.claimTask({ agent: 'bob', queue: 'jobs' }))?.title).toMatch(/^for bob/);

@@ -17,12 +17,13 @@ import { type Needs, PARAMS, PICK_HAD_CANDIDATES, dueSql, lookSql, pickSql } fro
  * Releases the queue's due tasks into the claimable parts, earliest due first, RELEASE_LIMIT
  * at most (claims.ts), passing those another claimer is releasing: in the caller's transaction,
  * or on its own (`query` of the connection) before a claim in one statement. `now` null: the
- * database's clock. When it releases any, it wakes the queue's claimers at its commit, as a
- * create does (watch.ts). How many it released.
+ * database's clock. When it releases a full RELEASE_LIMIT (more may be due behind them), it
+ * wakes the queue's claimers at its commit, as a create does (watch.ts): this one, to come back,
+ * and those that may take them. How many it released.
  */
 export async function releaseDue(q: Query, queue: string, now: number | null): Promise<number> {
   const [queueChannel, anyChannel] = workChannels({ all: false, queues: new Set([queue]) });
-  const notify = (p: string) => `CASE WHEN r.n > 0 THEN pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), ${p}::text), '') END`;
+  const notify = (p: string) => `CASE WHEN r.n = ${RELEASE_LIMIT} THEN pg_catalog.pg_notify(pg_catalog.concat('taskloop_', pg_catalog.current_schema(), ${p}::text), '') END`;
   const [row] = await q<{ n: number }>(
     `WITH u AS (UPDATE tasks SET delayed = false WHERE id IN (SELECT id FROM tasks WHERE state = 'pending' AND delayed AND queue = $1
        AND run_after <= coalesce($2::bigint, ${NOW_MS}) ORDER BY run_after LIMIT ${RELEASE_LIMIT} FOR UPDATE SKIP LOCKED) RETURNING 1),
@@ -144,7 +145,7 @@ const STARTED_TEXT = JSON.stringify(startedData());
 
 /**
  * The one statement of claimOne (exported for the plan test): $1 queue, $2 agent, $3
- * capabilities, $4 the clock … $14 whether tasks due but not released stop the claim (pick_due).
+ * capabilities, $4 the clock … $14 whether tasks due but not released stop the claim (pick_due: a first statement's).
  */
 export function claimOneSql(withCard: boolean, needs: Needs, slow: boolean): string {
   const v = { queue: '$1', agent: '$2', caps: '$3', now: '(SELECT now FROM c)' };
@@ -173,8 +174,9 @@ export function claimOneSql(withCard: boolean, needs: Needs, slow: boolean): str
  * events' data): a picked task is pending, which any agent may claim. Null when nothing is
  * claimable; a statement that fails writes nothing. When other claimers held every entry its
  * pick chose from, it picks again `slow`ly (pickSql). When tasks in its queue fell due and no
- * claim has released them yet, it takes nothing, releases them and claims again: `rounds`
- * releases so far (claims.ts RELEASE_ROUNDS), past which it claims without looking at them.
+ * claim has released them yet, its first statement takes nothing, releases them and claims
+ * again without waiting for them; it releases again only while a full release held nothing for
+ * it (`rounds` so far, `more`: the last was full; claims.ts RELEASE_ROUNDS).
  */
 export async function claimOne(
   query: Query,
@@ -182,6 +184,7 @@ export async function claimOne(
   fixedNow: number | undefined,
   slow = false,
   rounds = 0,
+  more = true,
 ): Promise<{ task: ClaimedTask; row: TaskRow; events: TaskEvent[] } | null> {
   const { state, leaseMs, token } = claimTerms(input);
   const needs = claimNeeds(input.capabilities);
@@ -199,17 +202,16 @@ export async function claimOne(
       ...CLAIMED_TEXT,
       STARTED_TEXT,
       input.start === true,
-      rounds < RELEASE_ROUNDS,
+      rounds === 0,
     ],
   );
   const { first_event: first, last_event: last, pick_had: had, pick_due: due, ...columns } = row!;
-  if (columns.id === null && due && rounds < RELEASE_ROUNDS) {
+  if (columns.id === null && due && more && rounds < RELEASE_ROUNDS) {
     const released = await releaseDue(query, input.queue ?? DEFAULT_QUEUE, fixedNow ?? null);
-    // Fewer than a full release: none left due but what other claimers are releasing; claim without looking again.
-    return claimOne(query, input, fixedNow, slow, released < RELEASE_LIMIT ? RELEASE_ROUNDS : rounds + 1);
+    return claimOne(query, input, fixedNow, slow, rounds + 1, released === RELEASE_LIMIT);
   }
   // Other claimers held every entry the pick chose from: pick again, locking each part's first free one.
-  if (columns.id === null) return had === true ? claimOne(query, input, fixedNow, true, rounds) : null;
+  if (columns.id === null) return had === true ? claimOne(query, input, fixedNow, true, rounds, more) : null;
   const task = toTask(columns as TaskRow) as ClaimedTask;
   task.claimToken = token;
   const event = (id: number, type: string, data: Record<string, unknown>): TaskEvent => ({

@@ -178,20 +178,27 @@ export function prepareClaim(db: Db, writer: EventWriter): Claim {
   const takeWithWorker = db.prepare(takeSql(true));
 
 
+  // The queue and time of the last claim that gave up releasing (RELEASE_ROUNDS full releases,
+  // nothing for it): a daemon's group commit runs many claims in one transaction at one `now`,
+  // and each releasing its RELEASE_ROUNDS held the write lock for all of them (16: 133 ms).
+  let gaveUp: { queue: string; now: number } | undefined;
   return (input, now, events) => {
     let row: TaskRow;
     if (input.taskId !== undefined) {
       row = checkClaimTarget(getRow(input.taskId), input, now);
     } else {
       const due = { queue: input.queue ?? DEFAULT_QUEUE, now };
+      const rounds = gaveUp?.queue === due.queue && gaveUp.now === now ? 0 : RELEASE_ROUNDS;
       let raw: unknown[] | undefined;
       for (let round = 0; ; round++) {
         // A read first: most claims find none due, and the update costs 3-5 µs more than the read.
-        const released = round < RELEASE_ROUNDS && anyDue.get(due) !== undefined ? release.run(due).changes : 0;
-        if (released > 0) markWorkIn(db, due.queue); // released tasks are claimable: as a create, wake their queue's claimers
+        const released = round < rounds && anyDue.get(due) !== undefined ? release.run(due).changes : 0;
+        // A full release may leave more due behind it: wake the queue's claimers (this one too) to come back.
+        if (released === RELEASE_LIMIT) markWorkIn(db, due.queue);
         raw = pick(input, now);
         // Nothing it may take among a full release: more may be due behind it (claims.ts RELEASE_ROUNDS).
         if (raw !== undefined || released < RELEASE_LIMIT) break;
+        if (round + 1 === rounds) gaveUp = due;
       }
       if (raw === undefined) return null;
       row = rowOf(raw);
