@@ -7,7 +7,8 @@
 import { describe, expect, it } from 'vitest';
 import { claimOneSql, pickOpening } from '../../src/engine/postgres/claim.js';
 import { lookSql } from '../../src/engine/postgres/pick.js';
-import { PG_MIGRATIONS, eventLockKey } from '../../src/engine/postgres/schema.js';
+import { eventLockKey } from '../../src/engine/postgres/event-lock.js';
+import { PG_MIGRATIONS } from '../../src/engine/postgres/migrations.js';
 import { newDatabase } from '../stores.js';
 import { claimNeeds } from '../../src/engine/claim-needs.js';
 import { literal } from '../../src/engine/postgres/connection.js';

@@ -11,7 +11,7 @@ import { type AddressInfo, type Socket, connect, createServer } from 'node:net';
 import { describe, expect, inject, it, onTestFinished } from 'vitest';
 import { createTaskManager, isEngineError } from '../../src/engine/index.js';
 import { parsePgUrl } from '../../src/engine/postgres/connection.js';
-import { EVENT_LOCK_CLASS, eventLockKey } from '../../src/engine/postgres/schema.js';
+import { EVENT_LOCK_CLASS, eventLockKey } from '../../src/engine/postgres/event-lock.js';
 import { type PgTaskStore, createPgStore } from '../../src/engine/postgres/task-store.js';
 import { operator, tempDir, waitFor } from '../helpers.js';
 import { newDatabase } from '../stores.js';

@@ -9,7 +9,7 @@ import { promisify } from 'node:util';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { createTaskManager } from '../../src/engine/index.js';
 import { createPgStore } from '../../src/engine/postgres/task-store.js';
-import { PG_MIGRATIONS } from '../../src/engine/postgres/schema.js';
+import { PG_MIGRATIONS } from '../../src/engine/postgres/migrations.js';
 import { ROOT, codeOf, freshManager, operator, tempDir } from '../helpers.js';
 import { newDatabase, openTaskStore } from '../stores.js';
 import { sql } from './sql.js';

@@ -42,7 +42,7 @@ function pickParts(v: PickValues, withCard: boolean, needs: Needs): Part[] {
   // where walking the part in claim order stops at its first match. A CASE it guesses at half.
   const meets = `CASE WHEN requires::jsonb <@ ${v.caps}::jsonb THEN true ELSE false END`;
   const parts: Part[] = [{ where: `${base} AND for_agent IS NULL AND requires IS NULL` }, { where: `${base} AND for_agent = ${v.agent} AND requires IS NULL` }];
-  // length(requires) > 0: tasks_claimable_needs_walk's WHERE (schema.ts, version 8).
+  // length(requires) > 0: tasks_ready_needs_walk's WHERE (migrations.ts, versions 8 and 9).
   if (needs === 'walk') parts.push({ where: `${base} AND requires IS NOT NULL AND length(requires) > 0 AND (for_agent IS NULL OR for_agent = ${v.agent}) AND ${meets}` });
   else if (needs > 0) parts.push({ where: `${base} AND for_agent IS NULL`, sets: `${v.caps}::jsonb` }, { where: `${base} AND for_agent = ${v.agent}`, sets: `${v.caps}::jsonb` });
   // Without those parts the capabilities' parameter goes unread, and an unread parameter has no

@@ -7,7 +7,7 @@
  * took an id at or below it has ended (committed or rolled back). It is found this way:
  * 1. read the sequence's last value H, then (next statement) the transactions holding the
  *    schema's event lock. Every transaction takes that lock before its first id
- *    (schema.ts: next_event_id) and holds it to its end, so each holder of an id ≤ H has
+ *    (migrations.ts: next_event_id) and holds it to its end, so each holder of an id ≤ H has
  *    either ended already or is among those holders.
  * 2. H is settled once all of those holders have ended: at once when there were none, else
  *    when a later look finds none of them holding the lock any more.
@@ -22,7 +22,7 @@ import type { EventWindow, ReadEventsQuery } from '../store.js';
 import { TASK_STATES } from '../types.js';
 import type { Actor, FindTasksQuery, Task, TaskEvent, TaskStats, TaskWithEvents } from '../types.js';
 import type { PgConnection } from './connection.js';
-import { EVENT_LOCK_CLASS, eventLockKey } from './schema.js';
+import { EVENT_LOCK_CLASS, eventLockKey } from './event-lock.js';
 
 const DEFAULT_PAGE = 100;
 

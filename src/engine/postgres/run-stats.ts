@@ -3,7 +3,7 @@
  * throughput.
  *
  * Completions and stale reclaims are counted with one query on a partial index
- * (`task_events_tally`, schema.ts migration 2), not with SQLite's incremental per-second
+ * (`task_events_tally`, migrations.ts, version 2), not with SQLite's incremental per-second
  * bins (sqlite/event-tally.ts), for three reasons:
  * - ids come from a sequence and commit out of order across processes: bins read up to the
  *   newest id would miss, for good, an event with a lower id committing just after;
