@@ -43,6 +43,37 @@ describe('dependencies', () => {
     }
   });
 
+  it("a chain of 3,000 tasks an agent hangs under another's task does not keep that task from failing or being cancelled", async () => {
+    // Cancelling dependents once recursed once per link: past ~2,500 links on SQLite the
+    // stack overflowed, and the root's cancel, its worker's failure and the sweep's last
+    // reclaim all threw and wrote nothing, every time. Any agent can build such a chain.
+    const tm = freshManager();
+    const mallory = agent('mallory');
+    const hang = async (root: number): Promise<number> => {
+      let last = root;
+      for (let i = 0; i < 3000; i += 500) {
+        const batch = Array.from({ length: 500 }, (_, j) =>
+          j === 0 ? { title: `link ${i}`, dependsOn: [last], ref: 'l0' } : { title: `link ${i + j}`, dependsOnRefs: [`l${j - 1}`], ref: `l${j}` },
+        );
+        last = (await tm.createTasks(batch, mallory)).at(-1)!.task.id;
+      }
+      return last;
+    };
+    const cancelled = (await tm.createTask({ title: 'cancelled by its operator' }, operator)).task;
+    const failed = (await tm.createTask({ title: 'failed by its worker' }, operator)).task;
+    const lastOfCancelled = await hang(cancelled.id);
+    const lastOfFailed = await hang(failed.id);
+
+    await tm.cancelTask({ taskId: cancelled.id, actor: operator, reason: 'not needed' });
+    const claim = (await tm.claimTask({ agent: 'w', taskId: failed.id, start: true }))!;
+    await tm.transitionTask({ taskId: failed.id, to: 'failed', actor: agent('w'), claimToken: claim.claimToken });
+
+    expect((await tm.stats()).byState).toMatchObject({ cancelled: 6001, failed: 1, pending: 0 });
+    const [end1, end2] = [await tm.getTask(lastOfCancelled), await tm.getTask(lastOfFailed)];
+    expect(end1.events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${lastOfCancelled - 1} ended cancelled` } });
+    expect(end2.events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${lastOfFailed - 1} ended cancelled` } });
+  }, 60_000);
+
   it('refuses a dependency that does not exist or can never complete, writing nothing', async () => {
     const tm = freshManager();
     const a = (await tm.createTask({ title: 'a' }, operator)).task;

@@ -145,6 +145,30 @@ describe('round trips on PostgreSQL', () => {
     expect(next?.id).toBe(after.id);
   });
 
+  it("a cancel whose dependents hang in a chain and a fan (300 tasks) is a few round trips, not three a task: one statement finds and locks them all, one writes them", async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    const { task: root } = await tm.createTask({ title: 'root' }, operator);
+    // A chain of 200 under the root, and 100 more hanging on its links and the root.
+    const chain = await tm.createTasks(
+      Array.from({ length: 200 }, (_, i) => (i === 0 ? { title: 'link 0', dependsOn: [root.id], ref: 'l0' } : { title: `link ${i}`, dependsOnRefs: [`l${i - 1}`], ref: `l${i}` })),
+      agent,
+    );
+    const ids = chain.map((c) => c.task.id);
+    await tm.createTasks(Array.from({ length: 100 }, (_, i) => ({ title: `fan ${i}`, dependsOn: [ids[i * 2]!, root.id] })), agent);
+
+    const cancel = await statementsOf(() => tm.cancelTask({ taskId: root.id, actor: operator, reason: 'not needed' }));
+    expect(tripsOf(cancel).length).toBeLessThanOrEqual(8); // ~900 when each dependent was cancelled on its own
+    expect(cancel.filter((s) => /WITH RECURSIVE doomed/.test(s))).toHaveLength(1);
+
+    expect((await tm.stats()).byState).toMatchObject({ cancelled: 301, pending: 0 });
+    // Each with its own event, naming the dependency it waited on (the root, where it did).
+    const [first, last, fan] = [await tm.getTask(ids[0]!), await tm.getTask(ids[199]!), (await tm.findTasks({ states: ['cancelled'], limit: 500 })).find((t) => t.title === 'fan 7')!];
+    expect(first.events.at(-1)).toMatchObject({ type: 'task.cancelled', actor: 'system', data: { from: 'pending', to: 'cancelled', reason: `dependency ${root.id} ended cancelled` } });
+    expect(last.events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${ids[198]} ended cancelled` } });
+    expect((await tm.getTask(fan.id)).events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${root.id} ended cancelled` } });
+  });
+
   it('beginning a step is 5 round trips: its fence takes the task’s claim with BEGIN (then the run, the step, its event, the commit)', async () => {
     const tm = freshManager();
     onTestFinished(() => tm.close());
