@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { TaskManager } from '../../src/engine/index.js';
-import { agent, freshManager, operator, system } from '../helpers.js';
+import { agent, fakeClock, freshManager, operator, system } from '../helpers.js';
 
 /** Claims the named task as `w` and takes it through review to completed. */
 async function complete(tm: TaskManager, id: number): Promise<void> {
@@ -43,11 +43,13 @@ describe('dependencies', () => {
     }
   });
 
-  it("a chain of 3,000 tasks an agent hangs under another's task does not keep that task from failing or being cancelled", async () => {
+  it("a chain of 3,000 tasks an agent hangs under another's task does not keep that task from failing, being cancelled or being swept", async () => {
     // Cancelling dependents once recursed once per link: past ~2,500 links on SQLite the
     // stack overflowed, and the root's cancel, its worker's failure and the sweep's last
-    // reclaim all threw and wrote nothing, every time. Any agent can build such a chain.
-    const tm = freshManager();
+    // reclaim all threw and wrote nothing, every time; the sweep reclaims every stale task in
+    // one transaction, so no other stale task was reclaimed either. Any agent can build one.
+    const clock = fakeClock();
+    const tm = freshManager({ clock });
     const mallory = agent('mallory');
     const hang = async (root: number): Promise<number> => {
       let last = root;
@@ -61,17 +63,22 @@ describe('dependencies', () => {
     };
     const cancelled = (await tm.createTask({ title: 'cancelled by its operator' }, operator)).task;
     const failed = (await tm.createTask({ title: 'failed by its worker' }, operator)).task;
-    const lastOfCancelled = await hang(cancelled.id);
-    const lastOfFailed = await hang(failed.id);
+    const swept = (await tm.createTask({ title: 'its worker died on its last attempt', maxAttempts: 1 }, operator)).task;
+    const bystander = (await tm.createTask({ title: 'stale beside it' }, operator)).task;
+    const ends = [await hang(cancelled.id), await hang(failed.id), await hang(swept.id)];
 
     await tm.cancelTask({ taskId: cancelled.id, actor: operator, reason: 'not needed' });
     const claim = (await tm.claimTask({ agent: 'w', taskId: failed.id, start: true }))!;
     await tm.transitionTask({ taskId: failed.id, to: 'failed', actor: agent('w'), claimToken: claim.claimToken });
+    await tm.claimTask({ agent: 'dead', taskId: swept.id, leaseMs: 1000, start: true });
+    await tm.claimTask({ agent: 'dead', taskId: bystander.id, leaseMs: 1000, start: true });
+    clock.advance(1001);
+    expect(await tm.sweep({ graceMs: 0 })).toEqual({ marked: 2, requeued: [bystander.id], failed: [swept.id] });
 
-    expect((await tm.stats()).byState).toMatchObject({ cancelled: 6001, failed: 1, pending: 0 });
-    const [end1, end2] = [await tm.getTask(lastOfCancelled), await tm.getTask(lastOfFailed)];
-    expect(end1.events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${lastOfCancelled - 1} ended cancelled` } });
-    expect(end2.events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${lastOfFailed - 1} ended cancelled` } });
+    expect((await tm.stats()).byState).toMatchObject({ cancelled: 9001, failed: 2, pending: 1 });
+    for (const end of ends) {
+      expect((await tm.getTask(end)).events.at(-1)).toMatchObject({ type: 'task.cancelled', data: { reason: `dependency ${end - 1} ended cancelled` } });
+    }
   }, 60_000);
 
   it('refuses a dependency that does not exist or can never complete, writing nothing', async () => {
