@@ -3,7 +3,7 @@
  * SIGTERM. `taskloop daemon --http PORT` starts the same server in the daemon's process.
  */
 import type { Command } from 'commander';
-import { EngineError, isEngineError, type RunStore, type TaskManager } from '../engine/index.js';
+import { EngineError, describeSweep, isEngineError, type RunStore, type TaskManager } from '../engine/index.js';
 import { boardRoutes } from '../monitor/board/board.js';
 import { type HttpServer, type HttpServerOptions, createHttpServer } from '../monitor/http/server.js';
 import { serverTokens, tokensFromEnv } from '../monitor/http/auth.js';
@@ -129,7 +129,8 @@ function startSweeping(tm: TaskManager, runs: RunStore, ctx: CliContext): () => 
   const timer = setInterval(() => {
     void (async () => {
       const swept = await tm.sweep();
-      if (swept.requeued.length + swept.failed.length > 0) ctx.log(`sweep: requeued ${swept.requeued.join(', ') || '-'}, failed ${swept.failed.join(', ') || '-'}`);
+      const line = describeSweep(swept);
+      if (line !== undefined) ctx.log(line);
       const expired = await runs.expireApprovals();
       if (expired.length > 0) ctx.log(`approvals ${expired.join(', ')} expired`);
     })().catch((err: unknown) => ctx.log(`sweep failed: ${err instanceof Error ? err.message : String(err)}`));

@@ -8,6 +8,7 @@ export * from './states.js';
 export * from './bus.js';
 export * from './tail.js';
 export * from './durations.js';
+export { SWEEP_BATCH, describeSweep } from './sweeps.js';
 export { LIMITS } from './schemas.js';
 export { AGENT_MAX_CAPABILITIES, MAX_LOOKED_UP, claimWalks } from './claim-needs.js';
 export * from './json-depth.js';

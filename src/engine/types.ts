@@ -174,6 +174,11 @@ export interface SweepResult {
   marked: number;
   requeued: number[];
   failed: number[];
+  /**
+   * Stale tasks this pass could not reclaim, each with why (its error's code and message); the
+   * others were reclaimed all the same (sweeps.ts). Absent when there were none.
+   */
+  skipped?: Array<{ taskId: number; code: string; message: string }>;
 }
 
 export interface TaskStats {

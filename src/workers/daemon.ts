@@ -27,6 +27,7 @@ import {
   createWriteLock,
   FATAL_FAULTS,
   describeError,
+  describeSweep,
   type FaultReporter,
   faultReporter,
   isEngineError,
@@ -152,7 +153,8 @@ export async function startDaemon(opts: DaemonOptions): Promise<Daemon> {
 
   const sweep = async () => {
     const swept = await tm.sweep();
-    if (swept.requeued.length + swept.failed.length > 0) log(`sweep: requeued ${swept.requeued.join(', ') || '-'}, failed ${swept.failed.join(', ') || '-'}`);
+    const line = describeSweep(swept);
+    if (line !== undefined) log(line);
   };
   /** A sweep out of its schedule; a failure is left to the scheduled one. */
   const sweepNow = () => sweep().catch(() => undefined);

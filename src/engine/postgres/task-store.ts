@@ -8,6 +8,7 @@
  * for it), so opening stays synchronous like SQLite's; `ready` is that first migration.
  */
 import type { ReadEventsQuery, StoreInfo, TaskStore, WriteOutcome } from '../store.js';
+import { sweepInBatches } from '../sweeps.js';
 import type { ClaimInput, TaskEvent } from '../types.js';
 import { workWakeOf } from '../claims.js';
 import { type PgConnection, connectPg, parsePgUrl } from './connection.js';
@@ -193,10 +194,12 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       return { value: toTask(out.value), events: out.events };
     },
     sweep: (o) =>
-      write('sweep', async (q, now, events) => {
-        const marked = await markStale(q, now);
-        return reclaimStale(q, o.graceMs, now, events, marked);
-      }),
+      sweepInBatches((after, skip) =>
+        write('sweep', async (q, now, events) => {
+          const marked = await markStale(q, now);
+          return reclaimStale(q, o.graceMs, now, events, marked, after, skip);
+        }),
+      ),
     getTask: (id, withEvents, reader) => read(() => reads.getTask(id, withEvents, reader)),
     findTasks: (query) => read(() => reads.findTasks(query)),
     readEvents: (query: ReadEventsQuery) => read(() => reads.readEvents(query)),

@@ -12,7 +12,8 @@ import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder }
 import { requirementSet } from '../claim-needs.js';
 import { EngineError } from '../errors.js';
 import { type DependencyRow, type TaskRow, checkStepActor, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
-import type { Actor, BatchTaskInput, CreateResult, SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
+import { SWEEP_BATCH, type SweepBatch, asTasksOwn } from '../sweeps.js';
+import type { Actor, BatchTaskInput, CreateResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import { NOW_MS, type Query } from './connection.js';
 import { workChannels } from './watch.js';
 import { appendEvents, commitMoves, holdsEvents, lockTask, reclaimTask } from './moves.js';
@@ -235,16 +236,17 @@ export async function markStale(q: Query, now: number): Promise<number> {
  * and not renewed since go back to pending (or fail on their last attempt). Rows another
  * transaction holds (a heartbeat, a move) are skipped: the next sweep looks again.
  */
-export async function reclaimStale(q: Query, graceMs: number, now: number, events: TaskEvent[], marked: number): Promise<SweepResult> {
-  const result: SweepResult = { marked, requeued: [], failed: [] };
+export async function reclaimStale(q: Query, graceMs: number, now: number, events: TaskEvent[], marked: number, after: number, skip: readonly number[]): Promise<SweepBatch> {
   const expired = await q<Row>(
     `SELECT * FROM tasks WHERE lease_expires_at < $1 AND stale_since <= $1 - $2::bigint AND state IN ('claimed', 'in_progress')
-     ORDER BY id FOR UPDATE SKIP LOCKED`,
-    [now, graceMs],
+       AND id > $3 AND NOT (id = ANY($4::bigint[]))
+     ORDER BY id LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED`,
+    [now, graceMs, after, skip],
   );
+  const batch: SweepBatch = { marked, requeued: [], failed: [], read: expired.length, last: expired.at(-1)?.id ?? after };
   for (const row of expired) {
-    const to = await reclaimTask(q, row, 'lease expired', now, events);
-    (to === 'failed' ? result.failed : result.requeued).push(row.id);
+    const to = await asTasksOwn(row.id, () => reclaimTask(q, row, 'lease expired', now, events));
+    (to === 'failed' ? batch.failed : batch.requeued).push(row.id);
   }
-  return result;
+  return batch;
 }

@@ -12,6 +12,7 @@ import { resolve } from 'node:path';
 import { type WorkWake, wakeBuckets, withQueues, workWakeOf } from '../claims.js';
 import { type EngineError, isEngineError } from '../errors.js';
 import type { ReadEventsQuery, SweepOptions, TaskStore, WriteOutcome } from '../store.js';
+import { sweepInBatches } from '../sweeps.js';
 import type { TaskEvent } from '../types.js';
 import { type Checkpointer, startCheckpointer } from './checkpointer.js';
 import { parseClaimInput } from '../schemas.js';
@@ -312,7 +313,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
       return { leaseExpiresAt: value };
     },
     transition: (input) => write('transition', (events, at) => transition(input, at, events)),
-    sweep: (o: SweepOptions) => write('sweep', (events, at) => sweep(o.graceMs, at, events)),
+    sweep: (o: SweepOptions) => sweepInBatches((after, skip) => write('sweep', (events, at) => sweep(o.graceMs, at, events, after, skip))),
     getTask: async (id, withEvents, reader) => read('read task', () => reads.getTask(id, withEvents, reader)),
     findTasks: async (query) => read('list tasks', () => reads.findTasks(query)),
     readEvents: async (query: ReadEventsQuery) => read('read events', () => reads.readEvents(query)),

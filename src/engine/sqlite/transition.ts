@@ -1,13 +1,15 @@
 /** Fenced transitions, and the two-phase stale sweep. */
 import { EngineError } from '../errors.js';
 import { checkStepActor } from '../task-rows.js';
-import type { SweepResult, Task, TaskEvent, TransitionInput } from '../types.js';
+import { SWEEP_BATCH, type SweepBatch, asTasksOwn } from '../sweeps.js';
+import type { Task, TaskEvent, TransitionInput } from '../types.js';
 import type { Db } from './connection.js';
 import { type ApplyMove, moveParts, noMovesStaged, reclaim } from './moves.js';
 import { TASK_COLUMN_COUNT, TASK_COLUMNS, type TaskRow, rowOf, toTask } from './rows.js';
 
 export type Transition = (input: TransitionInput, now: number, events: TaskEvent[]) => Task;
-export type Sweep = (graceMs: number, now: number, events: TaskEvent[]) => SweepResult;
+/** One batch of the sweep (sweeps.ts): up to SWEEP_BATCH expired tasks above `after`, none of `skip`. */
+export type Sweep = (graceMs: number, now: number, events: TaskEvent[], after: number, skip: readonly number[]) => SweepBatch;
 
 export function prepareTransition(db: Db, apply: ApplyMove): Transition {
   // The row, and whether any task depends on it (a completion releases those), in one read.
@@ -50,17 +52,20 @@ export function prepareSweep(db: Db, apply: ApplyMove): Sweep {
     .prepare<Record<string, unknown>, unknown[]>(
       `SELECT ${TASK_COLUMNS} FROM tasks
        WHERE lease_expires_at < @now AND stale_since <= @now - @grace AND state IN ('claimed', 'in_progress')
-       ORDER BY id`,
+         AND id > @after AND id NOT IN (SELECT value FROM json_each(@skip))
+       ORDER BY id LIMIT ${SWEEP_BATCH}`,
     )
     .raw(true);
-  return (graceMs, now, events) => {
+  return (graceMs, now, events, after, skip) => {
     // Phase 1 marks leases seen expired now; phase 2 reclaims those marked at least
     // graceMs ago that no heartbeat has renewed since (a heartbeat clears the mark).
-    const result: SweepResult = { marked: mark.run({ now }).changes, requeued: [], failed: [] };
-    for (const row of expired.all({ now, grace: graceMs }).map(rowOf)) {
-      const to = reclaim(apply, row, 'lease expired', now, events);
-      (to === 'failed' ? result.failed : result.requeued).push(row.id);
+    const marked = mark.run({ now }).changes;
+    const rows = expired.all({ now, grace: graceMs, after, skip: JSON.stringify(skip) }).map(rowOf);
+    const batch: SweepBatch = { marked, requeued: [], failed: [], read: rows.length, last: rows.at(-1)?.id ?? after };
+    for (const row of rows) {
+      const to = asTasksOwn(row.id, () => reclaim(apply, row, 'lease expired', now, events));
+      (to === 'failed' ? batch.failed : batch.requeued).push(row.id);
     }
-    return result;
+    return batch;
   };
 }
