@@ -15,12 +15,15 @@
  *   stack (fixed in moves.ts) kept every stale task in the database claimed, for good.
  *   A store fault (a full disk, corruption, a lost connection) still fails the sweep.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from './errors.js';
 import type { WriteOutcome } from './store.js';
 import type { SweepResult, TaskEvent } from './types.js';
 
 /** The most tasks one of the sweep's transactions reclaims. */
 export const SWEEP_BATCH = 500;
+/** The pause between two batches of one sweep. */
+const BATCH_GAP_MS = 5;
 /** A sweep gives up after this many tasks it could not reclaim (each costs a transaction). */
 const MAX_SKIPPED = 100;
 
@@ -71,32 +74,51 @@ function reasonOf(err: unknown): { code: string; message: string } {
   return { code: 'Error', message: String(err) };
 }
 
+/** The states that hold a lease, swept one after the other. */
+export const LEASED_STATES = ['claimed', 'in_progress'] as const;
+
 /**
- * Runs `batch` (one transaction reclaiming up to SWEEP_BATCH expired tasks with ids above
- * `after`, none of `skip`) until a batch reads fewer than that, and adds up what they did.
+ * Where a batch reads: expired tasks in `state` with ids above `after`, none of the skipped.
+ * Each state on its own, in id order, so a batch reads its index range from the cursor on and
+ * stops at SWEEP_BATCH (both states in one id order made SQLite read and sort every leased
+ * task past the cursor, at each batch). `mark`: the pass's first batch also marks the leases
+ * seen expired now (the sweep's first phase, one statement for all).
  */
-export async function sweepInBatches(batch: (after: number, skip: readonly number[]) => Promise<WriteOutcome<SweepBatch>>): Promise<WriteOutcome<SweepResult>> {
+export interface SweepCursor {
+  state: (typeof LEASED_STATES)[number];
+  after: number;
+  mark: boolean;
+}
+
+/** Runs `batch`, one transaction each, over both leased states until each is read through, and adds up what they did. */
+export async function sweepInBatches(batch: (at: SweepCursor, skip: readonly number[]) => Promise<WriteOutcome<SweepBatch>>): Promise<WriteOutcome<SweepResult>> {
   const value: SweepResult = { marked: 0, requeued: [], failed: [] };
   const events: TaskEvent[] = [];
   const skip: number[] = [];
-  let after = 0;
-  for (;;) {
-    let out: WriteOutcome<SweepBatch>;
-    try {
-      out = await batch(after, skip);
-    } catch (err) {
-      if (!(err instanceof SweepTaskError) || skip.length >= MAX_SKIPPED) throw err instanceof SweepTaskError ? err.cause : err;
-      skip.push(err.taskId);
-      (value.skipped ??= []).push({ taskId: err.taskId, ...reasonOf(err.cause) });
-      continue;
+  for (const state of LEASED_STATES) {
+    let after = 0;
+    for (;;) {
+      let out: WriteOutcome<SweepBatch>;
+      try {
+        out = await batch({ state, after, mark: state === LEASED_STATES[0] && after === 0 }, skip);
+      } catch (err) {
+        if (!(err instanceof SweepTaskError) || skip.length >= MAX_SKIPPED) throw err instanceof SweepTaskError ? err.cause : err;
+        skip.push(err.taskId);
+        (value.skipped ??= []).push({ taskId: err.taskId, ...reasonOf(err.cause) });
+        continue;
+      }
+      value.marked += out.value.marked;
+      value.requeued.push(...out.value.requeued);
+      value.failed.push(...out.value.failed);
+      events.push(...out.events);
+      if (out.value.read < SWEEP_BATCH) break;
+      after = out.value.last;
+      // A breath between batches: a writer of another process waiting for the lock polls it
+      // (busy.ts), and one batch after another would win it again every time.
+      await sleep(BATCH_GAP_MS);
     }
-    value.marked += out.value.marked;
-    value.requeued.push(...out.value.requeued);
-    value.failed.push(...out.value.failed);
-    events.push(...out.events);
-    if (out.value.read < SWEEP_BATCH) return { value, events };
-    after = out.value.last;
   }
+  return { value, events };
 }
 
 /** The log line for a sweep that did something (a daemon's, `taskloop serve`'s), or undefined. */

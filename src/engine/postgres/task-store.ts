@@ -194,10 +194,10 @@ export function createPgStore(opts: PgStoreOptions): PgTaskStore {
       return { value: toTask(out.value), events: out.events };
     },
     sweep: (o) =>
-      sweepInBatches((after, skip) =>
+      sweepInBatches((at, skip) =>
         write('sweep', async (q, now, events) => {
-          const marked = await markStale(q, now);
-          return reclaimStale(q, o.graceMs, now, events, marked, after, skip);
+          const marked = at.mark ? await markStale(q, now) : 0;
+          return reclaimStale(q, o.graceMs, now, events, marked, at, skip);
         }),
       ),
     getTask: (id, withEvents, reader) => read(() => reads.getTask(id, withEvents, reader)),

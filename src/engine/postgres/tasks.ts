@@ -12,7 +12,7 @@ import { DEFAULT_MAX_ATTEMPTS, DEFAULT_QUEUE, checkAcyclic, scopeOf, topoOrder }
 import { requirementSet } from '../claim-needs.js';
 import { EngineError } from '../errors.js';
 import { type DependencyRow, type TaskRow, checkStepActor, dependencyRefusal, stageMove, toTask } from '../task-rows.js';
-import { SWEEP_BATCH, type SweepBatch, asTasksOwn } from '../sweeps.js';
+import { SWEEP_BATCH, type SweepBatch, type SweepCursor, asTasksOwn } from '../sweeps.js';
 import type { Actor, BatchTaskInput, CreateResult, Task, TaskEvent, TransitionInput } from '../types.js';
 import { NOW_MS, type Query } from './connection.js';
 import { workChannels } from './watch.js';
@@ -236,14 +236,14 @@ export async function markStale(q: Query, now: number): Promise<number> {
  * and not renewed since go back to pending (or fail on their last attempt). Rows another
  * transaction holds (a heartbeat, a move) are skipped: the next sweep looks again.
  */
-export async function reclaimStale(q: Query, graceMs: number, now: number, events: TaskEvent[], marked: number, after: number, skip: readonly number[]): Promise<SweepBatch> {
+export async function reclaimStale(q: Query, graceMs: number, now: number, events: TaskEvent[], marked: number, at: SweepCursor, skip: readonly number[]): Promise<SweepBatch> {
   const expired = await q<Row>(
-    `SELECT * FROM tasks WHERE lease_expires_at < $1 AND stale_since <= $1 - $2::bigint AND state IN ('claimed', 'in_progress')
-       AND id > $3 AND NOT (id = ANY($4::bigint[]))
+    `SELECT * FROM tasks WHERE state = $3 AND id > $4 AND lease_expires_at < $1 AND stale_since <= $1 - $2::bigint
+       AND NOT (id = ANY($5::bigint[]))
      ORDER BY id LIMIT ${SWEEP_BATCH} FOR UPDATE SKIP LOCKED`,
-    [now, graceMs, after, skip],
+    [now, graceMs, at.state, at.after, skip],
   );
-  const batch: SweepBatch = { marked, requeued: [], failed: [], read: expired.length, last: expired.at(-1)?.id ?? after };
+  const batch: SweepBatch = { marked, requeued: [], failed: [], read: expired.length, last: expired.at(-1)?.id ?? at.after };
   for (const row of expired) {
     const to = await asTasksOwn(row.id, () => reclaimTask(q, row, 'lease expired', now, events));
     (to === 'failed' ? batch.failed : batch.requeued).push(row.id);

@@ -313,7 +313,7 @@ export function createSqliteStore(opts: SqliteStoreOptions): SqliteTaskStore {
       return { leaseExpiresAt: value };
     },
     transition: (input) => write('transition', (events, at) => transition(input, at, events)),
-    sweep: (o: SweepOptions) => sweepInBatches((after, skip) => write('sweep', (events, at) => sweep(o.graceMs, at, events, after, skip))),
+    sweep: (o: SweepOptions) => sweepInBatches((cursor, skip) => write('sweep', (events, at) => sweep(o.graceMs, at, events, cursor, skip))),
     getTask: async (id, withEvents, reader) => read('read task', () => reads.getTask(id, withEvents, reader)),
     findTasks: async (query) => read('list tasks', () => reads.findTasks(query)),
     readEvents: async (query: ReadEventsQuery) => read('read events', () => reads.readEvents(query)),
