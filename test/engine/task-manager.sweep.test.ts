@@ -3,7 +3,7 @@
  * no pass may hold the write lock for as long as some agent's claims make it (sweeps.ts).
  */
 import { describe, expect, it } from 'vitest';
-import type { Budget } from '../../src/engine/index.js';
+import { type Budget, describeSweep } from '../../src/engine/index.js';
 import { execSql, portsOf } from '../stores.js';
 import { agent, freshManager, operator } from '../helpers.js';
 
@@ -33,6 +33,8 @@ describe('the stale sweep', () => {
       failed: [],
       skipped: [{ taskId: poisoned.id, code: 'SyntaxError', message: expect.stringMatching(/JSON/) }],
     });
+    // What a daemon and `taskloop serve` log for it.
+    expect(describeSweep(swept)).toBe(`sweep: requeued ${before.id}, ${after.id}, failed -; could not reclaim ${poisoned.id} (SyntaxError: ${swept.skipped![0]!.message})`);
     expect((await tm.getTask(before.id)).state).toBe('pending');
     expect((await tm.getTask(after.id)).state).toBe('pending');
     // Left as it was, and named again by the next sweep until someone mends it.
