@@ -189,20 +189,21 @@ export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], n
 const OPEN = "state NOT IN ('completed', 'failed', 'cancelled')";
 
 /**
- * Every task still open that depends on `root`, directly or through others, locked in id
- * order; `via` is the dependency its cancel names (`root` where it depends on it directly).
- * The walk reads task_deps alone, one index probe per task reached (the LATERAL with OFFSET 0
- * keeps the planner from hashing the whole table at every step: on a fresh schema it did, and
- * a chain of 2,000 took 440 ms instead of 9); the states are read once, at the end. The row
- * is re-checked when locked, so one a concurrent write just ended is left out.
+ * Every task still open that depends on one of `$1`, directly or through others, locked in id
+ * order; `via` is the dependency its cancel names (`$2`, the task whose end started the
+ * cascade, where it depends on it directly). The walk reads task_deps alone, one index probe
+ * per task reached (the LATERAL with OFFSET 0 keeps the planner from hashing the whole table
+ * at every step: on a fresh schema it did, and a chain of 2,000 took 440 ms instead of 9); the
+ * states are read once, at the end. A row is re-checked when locked, so one a concurrent
+ * write just ended is left out.
  */
 const DOOMED = `WITH RECURSIVE doomed (id, via) AS (
-    SELECT task_id, depends_on FROM task_deps WHERE depends_on = $1
+    SELECT task_id, depends_on FROM task_deps WHERE depends_on = ANY($1::bigint[])
     UNION
     SELECT n.task_id, n.depends_on FROM doomed
       CROSS JOIN LATERAL (SELECT d.task_id, d.depends_on FROM task_deps d WHERE d.depends_on = doomed.id OFFSET 0) n
   )
-  SELECT t.*, x.via FROM tasks t JOIN (SELECT DISTINCT ON (id) id, via FROM doomed ORDER BY id, via = $1 DESC, via) x ON x.id = t.id
+  SELECT t.*, x.via FROM tasks t JOIN (SELECT DISTINCT ON (id) id, via FROM doomed ORDER BY id, via = $2 DESC, via) x ON x.id = t.id
   WHERE t.${OPEN} ORDER BY t.id FOR UPDATE OF t`;
 
 /** How many rows one UPDATE of a cascade writes. */
@@ -214,10 +215,27 @@ const CASCADE_CHUNK = 5000;
  * them all and one writes them (per CASCADE_CHUNK), each move still checked by the state
  * machine with its own event. Cancelling them one by one recursed through a chain any agent
  * can build, at three round trips a task: 3,000 links took seconds inside the transaction.
+ *
+ * Then the walk runs again from everything it cancelled, until it finds nothing. Its first
+ * statement reads task_deps as of the statement's start, and its locks wait for creates that
+ * hold a dependency (FOR SHARE) to commit: a task such a create hung on one of them committed
+ * after that start and was never seen, left pending behind a cancelled dependency for good (a
+ * hostile review's race: 1,050 tasks in 30 s of four processes). The next statement sees every
+ * create that committed before the locks were taken; a create after them waits for this
+ * transaction and then finds its dependency cancelled, and is refused.
  */
 async function cancelDependents(q: Query, root: TaskRow, now: number, events: TaskEvent[]): Promise<void> {
-  const doomed = await q<TaskRow & Record<string, unknown> & { via: number }>(DOOMED, [root.id]);
-  if (doomed.length === 0) return;
+  const ended: number[] = [root.id];
+  for (let from: number[] = ended; ; from = ended) {
+    const doomed = await q<TaskRow & Record<string, unknown> & { via: number }>(DOOMED, [from, root.id]);
+    if (doomed.length === 0) return;
+    await cancelAll(q, doomed, root, now, events);
+    for (const dep of doomed) ended.push(dep.id);
+  }
+}
+
+/** Cancels the locked `doomed` rows, each with its own event naming its dependency. */
+async function cancelAll(q: Query, doomed: Array<TaskRow & { via: number }>, root: TaskRow, now: number, events: TaskEvent[]): Promise<void> {
   const moved: TaskRow[] = [];
   const staged: TaskEvent[] = [];
   for (const dep of doomed) {
