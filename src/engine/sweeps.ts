@@ -15,6 +15,7 @@
  *   stack (fixed in moves.ts) kept every stale task in the database claimed, for good.
  *   A store fault (a full disk, corruption, a lost connection) still fails the sweep.
  */
+import { appendAll } from './append-all.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { EngineError } from './errors.js';
 import type { WriteOutcome } from './store.js';
@@ -110,7 +111,7 @@ export async function sweepInBatches(batch: (at: SweepCursor, skip: readonly num
       value.marked += out.value.marked;
       value.requeued.push(...out.value.requeued);
       value.failed.push(...out.value.failed);
-      events.push(...out.events);
+      appendAll(events, out.events);
       if (out.value.read < SWEEP_BATCH) break;
       after = out.value.last;
       // A breath between batches: a writer of another process waiting for the lock polls it

@@ -158,8 +158,9 @@ describe('round trips on PostgreSQL', () => {
     await tm.createTasks(Array.from({ length: 100 }, (_, i) => ({ title: `fan ${i}`, dependsOn: [ids[i * 2]!, root.id] })), agent);
 
     const cancel = await statementsOf(() => tm.cancelTask({ taskId: root.id, actor: operator, reason: 'not needed' }));
-    expect(tripsOf(cancel).length).toBeLessThanOrEqual(9); // ~900 when each dependent was cancelled on its own
-    // The walk, and once more from all it cancelled, which finds nothing (cascade-race.test.ts).
+    expect(tripsOf(cancel).length).toBeLessThanOrEqual(11); // ~900 when each dependent was cancelled on its own
+    // The walk, and once more from all it cancelled, which finds nothing (cascade-race.test.ts),
+    // with sequential scans off around them (moves.ts DOOMED).
     expect(cancel.filter((s) => /WITH RECURSIVE doomed/.test(s))).toHaveLength(2);
 
     expect((await tm.stats()).byState).toMatchObject({ cancelled: 301, pending: 0 });

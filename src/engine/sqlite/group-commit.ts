@@ -29,6 +29,7 @@
  *   one of its own: a daemon's two threads took turns at the lock).
  * A lone write goes as before, one hop of the event loop later.
  */
+import { appendAll } from '../append-all.js';
 import { isEngineError } from '../errors.js';
 import type { WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
@@ -86,7 +87,7 @@ export function createGroupCommit(db: Db, writeNow: WriteNow, name: (err: unknow
         const own: TaskEvent[] = [];
         try {
           const value = savepoint(a.fn, own, at);
-          events.push(...own);
+          appendAll(events, own);
           return { ok: true, value, events: own };
         } catch (error) {
           // Only the engine's own refusal stays the write's; the rest aborts the batch.
