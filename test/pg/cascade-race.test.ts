@@ -6,7 +6,8 @@
  * for good (a hostile review found 1,050 such tasks in 30 s of four processes).
  */
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { execSql } from '../stores.js';
+import { DOOMED } from '../../src/engine/postgres/moves.js';
+import { execSql, querySql } from '../stores.js';
 import { agent, freshManager, operator } from '../helpers.js';
 
 describe('a cascade of cancels racing a create on PostgreSQL', () => {
@@ -33,5 +34,31 @@ describe('a cascade of cancels racing a create on PostgreSQL', () => {
     expect(got.state).toBe('cancelled');
     expect(got.events.at(-1)).toMatchObject({ type: 'task.cancelled', actor: 'system', data: { reason: `dependency ${middle.id} ended cancelled` } });
     expect((await tm.stats()).byState).toMatchObject({ pending: 0, cancelled: 3 });
+  });
+
+  it("the walk looks dependents up by their dependency's index even after an agent's 20,000-task fan is analysed", async () => {
+    const tm = freshManager();
+    onTestFinished(() => tm.close());
+    const hub = (await tm.createTask({ title: 'the agent\'s own' }, agent('mallory'))).task;
+    // The rows 20,000 creates of `{ dependsOn: [hub] }` write, in bulk; then the statistics.
+    await execSql(
+      tm,
+      `INSERT INTO tasks (id, title, state, creator, creator_role, max_attempts, queue, depends_on, run_after, unmet_deps, created_at, updated_at, card, delayed)
+       SELECT $1::bigint + g, 'fan', 'pending', 'mallory', 'agent', 3, 'default', $2, 0, 1, 0, 0, '{}', false FROM generate_series(1, 20000) g`,
+      [hub.id, `[${hub.id}]`],
+    );
+    await execSql(tm, 'INSERT INTO task_deps (task_id, depends_on) SELECT $1::bigint + g, $1::bigint FROM generate_series(1, 20000) g', [hub.id]);
+    await execSql(tm, `SELECT setval(pg_get_serial_sequence('tasks', 'id'), $1::bigint)`, [hub.id + 20000]);
+    await execSql(tm, 'ANALYZE task_deps');
+    const root = (await tm.createTask({ title: 'root' }, operator)).task;
+    await tm.createTasks(Array.from({ length: 50 }, (_, i) => (i === 0 ? { title: 'l', dependsOn: [root.id], ref: 'l0' } : { title: 'l', dependsOnRefs: [`l${i - 1}`], ref: `l${i}` })), operator);
+
+    const plan = (await querySql<{ 'QUERY PLAN': string }>(tm, `EXPLAIN ${DOOMED}`, [[root.id]])).map((r) => r['QUERY PLAN']).join('\n');
+    // Version 10 pins the estimate of one task's dependents; without it the planner expected the
+    // whole table for each and read task_deps_pkey (or all of task_deps) at every step.
+    expect(plan).toMatch(/task_deps_reverse on task_deps d_1/);
+    expect(plan).not.toMatch(/task_deps_pkey|Seq Scan on task_deps/);
+    await tm.cancelTask({ taskId: root.id, actor: operator });
+    expect((await tm.stats()).byState).toMatchObject({ cancelled: 51 });
   });
 });

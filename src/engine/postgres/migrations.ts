@@ -339,4 +339,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   DROP INDEX IF EXISTS tasks_claimable_needs_walk;
   DROP INDEX IF EXISTS tasks_claimable_needs_walk_card;
   `,
+  // Version 10: the planner's estimate of how many tasks depend on one task, pinned at two
+  // (n_distinct -0.5: half as many distinct dependencies as rows). The cascade's walk
+  // (moves.ts DOOMED) looks dependents up one dependency at a time; once an agent's single
+  // task with 100,000 dependents was analysed (n_distinct 1), the planner expected the whole
+  // table for every dependency and read task_deps_pkey whole at every step of every cascade
+  // in the schema (a 200-task chain: 269 ms; pinned, 1 ms). Applies at the next ANALYZE.
+  `
+  ALTER TABLE task_deps ALTER COLUMN depends_on SET (n_distinct = -0.5);
+  `,
 ];

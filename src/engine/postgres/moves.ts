@@ -210,7 +210,7 @@ const CASCADE_COLUMNS = ['id', 'title', 'state', 'priority', 'creator', 'creator
  * - Only the columns a cancel reads: `t.*` held every doomed card in memory at once.
  * A row is re-checked when locked, so one a concurrent write just ended is left out.
  */
-const DOOMED = `WITH RECURSIVE doomed (id) AS (
+export const DOOMED = `WITH RECURSIVE doomed (id) AS (
     SELECT d.task_id FROM task_deps d JOIN tasks t ON t.id = d.task_id WHERE d.depends_on = ANY($1::bigint[]) AND t.${OPEN}
     UNION
     SELECT n.task_id FROM doomed
