@@ -47,7 +47,7 @@ describe('the stale sweep', () => {
     expect(await tm.sweep({ graceMs: 0 })).toEqual({ marked: 0, requeued: [], failed: [poisoned.id] });
   });
 
-  it('reclaims 1,200 expired claims of one agent in batches, every one of them, in order', async () => {
+  it('reclaims every one of 1,200 expired claims of one agent, in order, past its first batch of 500', async () => {
     const tm = freshManager();
     const created = [];
     for (let i = 0; i < 1200; i += 600) created.push(...(await tm.createTasks(Array.from({ length: 600 }, (_, j) => ({ title: `t${i + j}` })), operator)));

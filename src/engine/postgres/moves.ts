@@ -9,7 +9,7 @@ import { appendAll } from '../append-all.js';
 import { systemActor } from '../actors.js';
 import { isTerminal } from '../states.js';
 import { ABANDONED_READ_ERROR, ABANDONED_WRITE_ERROR, type ActionRow, abandonedRunEnvelope, abandonedSettles, abandonedSideEffects } from '../abandoned-run.js';
-import { type MoveSpec, type TaskRow, reclaimSpec, stageMove } from '../task-rows.js';
+import { type MoveSpec, SUMMARY_COLUMNS, type TaskRow, reclaimSpec, stageMove } from '../task-rows.js';
 import type { Actor, TaskEvent } from '../types.js';
 import type { Opening, Query } from './connection.js';
 import { hold } from './transaction.js';
@@ -188,11 +188,6 @@ export async function commitMoves(q: Query, row: TaskRow, staged: TaskEvent[], n
 }
 
 const OPEN = "state NOT IN ('completed', 'failed', 'cancelled')";
-/** What a cancel of a dependent reads and writes (movedRow, the event, the UPDATE): not its card or result. */
-const CASCADE_COLUMNS = ['id', 'title', 'state', 'priority', 'creator', 'creator_role', 'assignee', 'claim_token', 'worker_id', 'attempts', 'max_attempts', 'queue', 'for_agent', 'requires', 'depends_on', 'idempotency_key', 'run_after', 'unmet_deps', 'lease_ms', 'lease_expires_at', 'stale_since', 'created_at', 'updated_at']
-  .map((c) => `t.${c}`)
-  .join(', ');
-
 /**
  * Every task still open that depends on one of `$1`, directly or through other open tasks,
  * locked in id order (the dependency its cancel names is found in JS, from its `depends_on`:
@@ -207,17 +202,18 @@ const CASCADE_COLUMNS = ['id', 'title', 'state', 'priority', 'creator', 'creator
  *   dependents, once analysed) made the planner scan all of task_deps, or all of tasks, at
  *   every step, for every cascade in the schema (an operator's 1,000-task chain: 45 ms →
  *   4.3 s; with sequential scans alone off, a full index scan each step instead).
- * - Only the columns a cancel reads: `t.*` held every doomed card in memory at once.
+ * - Rows without their card and result (SUMMARY_COLUMNS): `t.*` held every doomed card in
+ *   memory at once.
  * A row is re-checked when locked, so one a concurrent write just ended is left out.
  */
-export const DOOMED = `WITH RECURSIVE doomed (id) AS (
+export const DOOMED = `WITH RECURSIVE doomed (doomed_id) AS (
     SELECT d.task_id FROM task_deps d JOIN tasks t ON t.id = d.task_id WHERE d.depends_on = ANY($1::bigint[]) AND t.${OPEN}
     UNION
     SELECT n.task_id FROM doomed
-      CROSS JOIN LATERAL (SELECT d.task_id FROM task_deps d WHERE d.depends_on = doomed.id OFFSET 0) n
+      CROSS JOIN LATERAL (SELECT d.task_id FROM task_deps d WHERE d.depends_on = doomed.doomed_id OFFSET 0) n
       CROSS JOIN LATERAL (SELECT 1 FROM tasks t WHERE t.id = n.task_id AND t.${OPEN} OFFSET 0) o
   )
-  SELECT ${CASCADE_COLUMNS} FROM doomed x JOIN tasks t ON t.id = x.id
+  SELECT ${SUMMARY_COLUMNS} FROM doomed x JOIN tasks t ON t.id = x.doomed_id
   WHERE t.${OPEN} ORDER BY t.id FOR UPDATE OF t`;
 
 /** Sequential scans, hash and merge joins off (or back on) for the rest of the transaction, as SET LOCAL. */
