@@ -17,10 +17,11 @@
  *    about 45% of a 2-thread daemon's CPU in the cold wave; under 0.1 s in the warm wave), so
  *    the cold wave measures V8's warm-up and the warm wave what a running daemon drains.
  * Also two daemons of one thread each (d2x1): as many threads as one daemon of two, so the process
- * boundary's cost without more threads than cores on a two-core machine.
+ * boundary's cost without more threads than cores on a two-core machine; and one daemon of one
+ * thread (d1x1), to compare two daemons with one at the same threads per daemon.
  * The drains run BENCH_SCALE_ROUNDS (3) times, interleaved, each ratio taken within a round and
  * its median reported. Fresh files per scenario in a temp folder (removed at the end).
- * BENCH_SCALE_ONLY (a comma list of inflight, lib, d1, d2, d2x1) runs only those parts, one round
+ * BENCH_SCALE_ONLY (a comma list of inflight, lib, d1, d2, d2x1, d1x1) runs only those parts, one round
  * unless BENCH_SCALE_ROUNDS says otherwise, and prints their raw figures as JSON.
  */
 import Database from 'better-sqlite3';
@@ -144,15 +145,17 @@ async function daemonDrain(daemons, threads = THREADS) {
 }
 
 const load0 = loadavg()[0];
-// BENCH_SCALE_ONLY: a comma list of inflight, lib, d1, d2, d2x1 (all by default); prints the parts' JSON.
+// BENCH_SCALE_ONLY: a comma list of inflight, lib, d1, d2, d2x1, d1x1 (all by default); prints the parts' JSON.
 const ONLY = process.env.BENCH_SCALE_ONLY?.split(',');
 // BENCH_SCALE_ROUNDS (3): the drains run this many times, interleaved (lib, d1, d2, d2x1, then
 // again), and each ratio is taken within a round, then its median reported: on a shared
 // machine one drain's rate moves by 10-30% from one run to the next (BENCHMARKS.md, session 25).
 const ROUNDS = env('BENCH_SCALE_ROUNDS', ONLY === undefined ? 3 : 1);
 // d2x1: two daemons of one thread each, as many threads as one daemon of two: what the process
-// boundary costs without more threads than this machine's two cores.
-const drains = { lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2), d2x1: () => daemonDrain(2, 1) };
+// boundary costs without more threads than this machine's two cores. d1x1: one daemon of one
+// thread, so that two daemons are also compared with one at the same threads per daemon (a
+// second daemon brings its own thread, as it would bring its own cores on a bigger machine).
+const drains = { lib: libraryDrain, d1: () => daemonDrain(1), d2: () => daemonDrain(2), d2x1: () => daemonDrain(2, 1), d1x1: () => daemonDrain(1, 1) };
 const wanted = (name) => ONLY === undefined || ONLY.includes(name);
 const r = { rounds: [] };
 try {
@@ -186,7 +189,7 @@ out.push(`taskloop scale benchmark — ${availableParallelism()} CPUs, node ${pr
 out.push('');
 out.push(`1 in flight: ${fmtInt(INFLIGHT)} runs waiting ${INFLIGHT_MS} ms each, one daemon, 2 threads: all done in ${fmtNum(r.inflight.wall, 2)} s, peak RSS ${fmtNum(r.inflight.rss, 0)} MB; states ${JSON.stringify(r.inflight.states)}; trouble lines ${r.inflight.trouble.length}`);
 out.push('');
-const names = { lib: 'library (claim + transition)', d1: `one daemon, ${THREADS} thread(s) (echo card)`, d2: `two daemons, ${THREADS} thread(s) each`, d2x1: 'two daemons, 1 thread each' };
+const names = { lib: 'library (claim + transition)', d1: `one daemon, ${THREADS} thread(s) (echo card)`, d2: `two daemons, ${THREADS} thread(s) each`, d2x1: 'two daemons, 1 thread each', d1x1: 'one daemon, 1 thread' };
 const row = (name, wave, x) => [name, wave, fmtNum(x.seconds, 2), fmtInt(x.perSec), fmtNum(x.eventsPerTask, 1), x.cpuMsPerTask === undefined ? '' : fmtNum(x.cpuMsPerTask, 3), x.byAssignee.join(' / ')];
 const rows = [];
 r.rounds.forEach((one, i) => {
@@ -204,6 +207,7 @@ out.push(table(['ratio (median of the rounds)', 'cold wave', 'warm wave', 'warm,
   ratioRow('one daemon / library', 'd1', 'lib', '>= 0.3'),
   ratioRow('two daemons / one daemon', 'd2', 'd1', '>= 1.0'),
   ratioRow(`two daemons of 1 thread / one of ${THREADS}`, 'd2x1', 'd1', ''),
+  ratioRow('two daemons / one daemon, 1 thread each', 'd2x1', 'd1x1', ''),
 ]));
-out.push(`trouble lines: ${r.rounds.flatMap((one) => [...one.d1.trouble, ...one.d2.trouble, ...one.d2x1.trouble]).length}`);
+out.push(`trouble lines: ${r.rounds.flatMap((one) => ['d1', 'd2', 'd2x1', 'd1x1'].flatMap((k) => one[k].trouble)).length}`);
 console.log(out.join('\n'));
