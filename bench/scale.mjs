@@ -22,7 +22,8 @@
  * The drains run BENCH_SCALE_ROUNDS (3) times, interleaved, each ratio taken within a round and
  * its median reported. Fresh files per scenario in a temp folder (removed at the end).
  * BENCH_SCALE_ONLY (a comma list of inflight, lib, d1, d2, d2x1, d1x1) runs only those parts, one round
- * unless BENCH_SCALE_ROUNDS says otherwise, and prints their raw figures as JSON.
+ * unless BENCH_SCALE_ROUNDS says otherwise, and prints their raw figures as JSON. BENCH_SCALE_PIN=1
+ * gives each daemon of a drain a CPU of its own (see PIN).
  */
 import Database from 'better-sqlite3';
 import { readFileSync } from 'node:fs';
@@ -38,6 +39,10 @@ const INFLIGHT_MS = env('BENCH_INFLIGHT_MS', 5000);
 const DRAIN = env('BENCH_DRAIN', 4000);
 // Worker threads of each daemon in the drain scenarios.
 const THREADS = env('BENCH_DRAIN_WORKERS', 2);
+// BENCH_SCALE_PIN=1: daemon i of a drain runs on CPU i alone (taskset), so each daemon has a
+// core of its own: two daemons on two cores against one daemon on one, whatever its threads
+// (what a second daemon on a machine of its own would add, on a machine with few cores).
+const PIN = process.env.BENCH_SCALE_PIN === '1';
 const OPERATOR = { id: 'operator', role: 'operator' };
 const ACCEPT = { checks: [{ id: 'tools_ok', tools_subset: true }] };
 
@@ -119,7 +124,7 @@ async function daemonDrain(daemons, threads = THREADS) {
   const db = new Database(path, { readonly: true });
   const ds = [];
   try {
-    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, threads));
+    for (let i = 0; i < daemons; i++) ds.push(await startDaemonProcess(path, threads, [], {}, PIN ? String(i % availableParallelism()) : undefined));
     // The daemons' CPU per task of each wave, from their start lines (their start-up left
     // out) to the wave's last completion; the waves overlap by the runs in flight.
     const cpu = () => ds.reduce((sum, d) => sum + cpuSecondsOf(d.child.pid), 0);

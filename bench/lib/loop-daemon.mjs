@@ -29,9 +29,14 @@ export async function waitFor(probe, timeoutMs, what, everyMs = 10) {
   }
 }
 
-/** Starts a daemon and resolves once its stderr says it started; `env` is added to ours. */
-export async function startDaemonProcess(db, workers, extra = [], env = {}) {
-  const child = spawn(process.execPath, [BIN, '--db', db, 'daemon', '--workers', String(workers), '--tools', LOOP_TOOLS, ...extra], {
+/**
+ * Starts a daemon and resolves once its stderr says it started; `env` is added to ours. `cpus`
+ * (a taskset list such as '1') pins the daemon, all its threads, to those CPUs (taskset execs
+ * node, so the child's pid is the daemon's).
+ */
+export async function startDaemonProcess(db, workers, extra = [], env = {}, cpus = undefined) {
+  const args = [BIN, '--db', db, 'daemon', '--workers', String(workers), '--tools', LOOP_TOOLS, ...extra];
+  const child = spawn(cpus === undefined ? process.execPath : 'taskset', cpus === undefined ? args : ['-c', cpus, process.execPath, ...args], {
     cwd: ROOT,
     stdio: ['ignore', 'ignore', 'pipe'],
     env: { ...process.env, ...env },
