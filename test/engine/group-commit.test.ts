@@ -73,6 +73,24 @@ describe('group commit', () => {
     });
   }
 
+  it("a write whose own code throws (a value too big to serialise) fails alone: the writes batched with it commit", async () => {
+    const { path, store, tm } = openGrouped();
+    await tm.createTask({ title: 'before' }, operator);
+    const before = walCommits(path);
+    const tooBig = () =>
+      store.write('insert a value too big to serialise', () => {
+        store.db.prepare('INSERT INTO scratch (x) VALUES (?)').run(99);
+        throw new RangeError('Invalid string length');
+      });
+    const settled = await Promise.allSettled([insert(store, 1), tooBig(), tm.createTask({ title: 'after' }, operator), insert(store, 2)]);
+    expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    expect((settled[1] as PromiseRejectedResult).reason).toBeInstanceOf(RangeError);
+    expect(walCommits(path) - before).toBe(1);
+    // Its own insert is rolled back to its savepoint; the others are in.
+    expect(store.db.prepare('SELECT x FROM scratch ORDER BY rowid').pluck().all()).toEqual([1, 2]);
+    expect((await tm.findTasks({})).map((t) => t.title).sort()).toEqual(['after', 'before']);
+  });
+
   it('a write that meets a full disk aborts its whole batch: every write rejects STORE_FULL, none is kept, and the store writes again once there is room', async () => {
     const { path, store } = openGrouped();
     const pages = store.db.pragma('page_count', { simple: true }) as number;

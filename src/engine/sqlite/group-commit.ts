@@ -13,12 +13,17 @@
  * - each write is all or nothing: one the engine refuses (an EngineError: a stale claim, a
  *   refused move) is rolled back to its savepoint and rejects with its own error; the others
  *   in the batch commit;
- * - anything else a write meets is the store's fault, not the write's (SQLITE_FULL, an I/O
+ * - so is one whose own JavaScript throws (a RangeError serialising a value too big for a
+ *   string, a TypeError): that is the write's failure, not the batch's. One agent's run whose
+ *   ending would not serialise failed every write batched with it, other agents' runs'
+ *   claims, tool outcomes and endings among them (their steps then counted it on the tool's
+ *   breaker: session 33's review, F1);
+ * - an error of SQLite's own is the store's fault, not the write's (SQLITE_FULL, an I/O
  *   error, corruption; SQLite may already have rolled the whole transaction back): the whole
  *   batch is rolled back and every write in it rejects with that fault, named by the store
  *   (STORE_FULL starts the disk-full recovery, corruption stops the store's writes). Going on
  *   would let a later write's savepoint commit on its own outside the batch, or write into a
- *   damaged file;
+ *   damaged file; so is any error once the transaction is gone;
  * - each caller gets its own value and its own events, and hears only after the commit;
  * - within a batch, writes run in the order they were asked for; between batches, as between
  *   writes without group commit, a write that waits out another process's lock may be
@@ -30,10 +35,10 @@
  * A lone write goes as before, one hop of the event loop later.
  */
 import { appendAll } from '../append-all.js';
-import { isEngineError } from '../errors.js';
 import type { WriteOutcome } from '../store.js';
 import type { TaskEvent } from '../types.js';
 import type { Db } from './connection.js';
+import { sqliteCode } from './faults.js';
 import { whenUnlocked } from './write-lock.js';
 
 type Body<T> = (events: TaskEvent[], now: number) => T;
@@ -90,8 +95,9 @@ export function createGroupCommit(db: Db, writeNow: WriteNow, name: (err: unknow
           appendAll(events, own);
           return { ok: true, value, events: own };
         } catch (error) {
-          // Only the engine's own refusal stays the write's; the rest aborts the batch.
-          if (!isEngineError(error) || !db.inTransaction) throw error;
+          // SQLite's own errors abort the batch; the rest (the engine's refusals, a throw
+          // of the write's own code) stay the write's, rolled back to its savepoint.
+          if (sqliteCode(error) !== undefined || !db.inTransaction) throw error;
           return { ok: false, error };
         }
       });
