@@ -7,6 +7,9 @@
 import { z } from 'zod/v4';
 import { parseDuration } from './durations.js';
 
+/** The most reads a card's final_state may list. */
+export const FINAL_STATE_READS = 100;
+
 const toolName = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'a tool name (lowercase letters, digits, _)');
 const args = z.record(z.string(), z.unknown());
 const call = z.strictObject({ tool: toolName, args: args.default({}) });
@@ -89,7 +92,14 @@ export const cardSchema = z.strictObject({
       covers: z.array(z.string().min(1)).default([]),
     })
     .optional(),
-  final_state: z.record(z.string(), call).default({}),
+  /**
+   * At most FINAL_STATE_READS: acceptance makes them all, one after another, at the run's end
+   * (an agent's card listed 5,000, session 33's review).
+   */
+  final_state: z
+    .record(z.string(), call)
+    .refine((reads) => Object.keys(reads).length <= FINAL_STATE_READS, `at most ${FINAL_STATE_READS} reads`)
+    .default({}),
   acceptance: z
     .strictObject({ checks: z.array(check).default([]), manual: z.array(z.string()).default([]) })
     .optional(),

@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process';
 import { childEnv } from '../tools/child-env.js';
 import type { AcceptanceCheck, TaskCard } from '../engine/index.js';
-import { parseDuration } from '../engine/index.js';
+import { LIMITS, parseDuration } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
 import type { ExecOutcome } from './execute.js';
 
@@ -80,20 +80,55 @@ async function evaluate(check: AcceptanceCheck, input: AcceptanceInput, finalSta
   return { id: check.id, passed: check.in.some((v) => same(v, value)), detail: `${check.path} = ${JSON.stringify(value)}` };
 }
 
+/**
+ * The most bytes (as JSON) of final state acceptance holds, all reads together: what a
+ * worker's result may be. The final state is kept in memory for the checks and stored in the
+ * run's envelope and the task's result; unbounded, one agent's card of 1,800 reads of a big
+ * task made a 451 MB envelope (and 5,000 one too big to serialise, which failed every write
+ * batched with it), held its thread's memory at ~3 GB, and ran a thread out of memory
+ * (session 33's review, F2/F3). Past it, the read that crossed it and those after it are
+ * unreachable, unread: the verdict is failed.
+ */
+export const FINAL_STATE_BYTES = LIMITS.resultBytes;
+/** How long acceptance may hold its thread between turns of the event loop (as the loop's steps). */
+const TURN_MS = 1;
+
 export async function runAcceptance(input: AcceptanceInput): Promise<AcceptanceReport> {
   const finalState: Record<string, unknown> = {};
   const unreachable: string[] = [];
+  let held = 0;
+  let full: string | undefined;
+  let lastTurn = performance.now();
   for (const [name, call] of Object.entries(input.card.final_state)) {
+    if (full !== undefined) {
+      unreachable.push(`${name}: not read: ${full}`);
+      continue;
+    }
     const tool = input.tools.get(call.tool);
     if (tool === undefined || tool.kind !== 'read') {
       unreachable.push(`${name}: ${call.tool} is not a registered read-only tool`);
       continue;
     }
+    // The thread's other runs get their turn between reads: a read that answers without I/O
+    // (SQLite) never yields, and a card's reads together held the thread for seconds.
+    if (performance.now() - lastTurn >= TURN_MS) {
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      lastTurn = performance.now();
+    }
     const out = await input.read(call.tool, call.args);
+    if (!out.ok) {
+      unreachable.push(`${name}: ${out.error}`);
+      continue;
+    }
+    held += out.bytes ?? Buffer.byteLength(JSON.stringify(out.result ?? null), 'utf8');
+    if (held > FINAL_STATE_BYTES) {
+      full = `the final state's reads returned over ${FINAL_STATE_BYTES} bytes together (read less: narrower reads, or fewer)`;
+      unreachable.push(`${name}: ${full}`);
+      continue;
+    }
     // Defined, not assigned: a final_state named `__proto__` stays an own entry, never the
     // prototype (zod drops such a key from a card today; this does not rest on that).
-    if (out.ok) Object.defineProperty(finalState, name, { value: out.result, enumerable: true, writable: true, configurable: true });
-    else unreachable.push(`${name}: ${out.error}`);
+    Object.defineProperty(finalState, name, { value: out.result, enumerable: true, writable: true, configurable: true });
   }
   const checks: CheckResult[] = [];
   for (const check of input.card.acceptance?.checks ?? []) checks.push(await evaluate(check, input, finalState));

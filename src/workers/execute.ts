@@ -9,7 +9,7 @@ import type { Tool, ToolContext } from '../tools/registry.js';
  * called: known not to have taken effect (not an unknown write).
  */
 export type ExecOutcome =
-  | { ok: true; result: unknown; durationMs: number }
+  | { ok: true; result: unknown; durationMs: number; /** The result's size as JSON (UTF-8), when the call measured it. */ bytes?: number }
   | { ok: false; error: string; durationMs: number; aborted: boolean; errorType?: string; notCalled?: true };
 
 /**
@@ -51,7 +51,7 @@ export async function executeTool(tool: Tool, args: Record<string, unknown>, ctx
     }
     const size = Buffer.byteLength(text, 'utf8');
     if (size > tool.maxOutputBytes) return refused(`${tool.name}: output of ${size} bytes exceeds the cap of ${tool.maxOutputBytes}`, 'output_too_large');
-    return { ok: true, result: result ?? null, durationMs: elapsed() };
+    return { ok: true, result: result ?? null, durationMs: elapsed(), bytes: size };
   } catch (err) {
     if (limit.timedOut() && !runSignal.aborted && cut !== undefined) {
       return { ok: false, error: `${tool.name}: cut off at the run's deadline after ${Math.round(elapsed())} ms`, durationMs: elapsed(), aborted: false, errorType: 'deadline' };

@@ -145,9 +145,11 @@ export function createRunCalls(s: RunCallsScope): RunCalls {
   const accept: RunCalls['accept'] = async () => {
     // The card's final_state reads judge the work done by the deadline, so they may run past
     // it: by as long again as the run had, at most ACCEPT_GRACE_MS, all of them together (a
-    // card may list thousands), and the ones still running then are cut off (unreachable).
+    // card lists up to a hundred), and the ones still running then are cut off (unreachable).
+    // A run without a deadline gives them ACCEPT_GRACE_MS from now: without it, a card's reads
+    // had no bound on their time at all.
     const { deadlineAt } = run.budget;
-    const until = deadlineAt === null ? null : Math.max(deadlineAt, ctx.now()) + Math.min(ACCEPT_GRACE_MS, Math.max(0, deadlineAt - run.startedAt));
+    const until = deadlineAt === null ? ctx.now() + ACCEPT_GRACE_MS : Math.max(deadlineAt, ctx.now()) + Math.min(ACCEPT_GRACE_MS, Math.max(0, deadlineAt - run.startedAt));
     const report = await runAcceptance({
       card,
       tools: ctx.tools,
