@@ -42,8 +42,39 @@ export interface EnvelopeInput {
   resumeCondition?: string;
 }
 
+/**
+ * The most bytes (as JSON) of calls' arguments an envelope repeats in full: the side effects'
+ * first, then the rejected calls'. Past it a call's `args` is `{ omitted_bytes: n }`; its step
+ * (by `seq`) keeps them whole. A run lists a rejected call for each refused step, up to its
+ * `max_steps` (10,000), and a refused replan's arguments are a whole card: the envelope is
+ * written twice (the run's, the task's result) and read by every reader of the task, and one
+ * too big to serialise failed its run's ending (session 33's review, F1).
+ */
+export const ENVELOPE_ARGS_BYTES = 64 * 1024;
+
+/** Each call with its args, or `{ omitted_bytes }` once `budget` bytes of args have been repeated. */
+function boundArgs<T extends { args: unknown }>(calls: readonly T[], budget: { left: number }): T[] {
+  return calls.map((call) => {
+    let bytes: number;
+    try {
+      bytes = Buffer.byteLength(JSON.stringify(call.args ?? null), 'utf8');
+    } catch {
+      bytes = Infinity;
+    }
+    if (bytes <= budget.left) {
+      budget.left -= bytes;
+      return { ...call };
+    }
+    budget.left = 0;
+    return { ...call, args: { omitted_bytes: Number.isFinite(bytes) ? bytes : null } };
+  });
+}
+
 export function buildEnvelope(input: EnvelopeInput): Envelope {
   const { trace } = input;
+  const budget = { left: ENVELOPE_ARGS_BYTES };
+  const sideEffects = boundArgs(trace.sideEffects, budget);
+  const rejectedCalls = boundArgs(trace.rejectedCalls, budget);
   const envelope: Envelope = {
     run_id: input.runId,
     task_id: input.taskId,
@@ -53,12 +84,12 @@ export function buildEnvelope(input: EnvelopeInput): Envelope {
       input.plan === undefined
         ? { completed: [...trace.evidence], pending: [] }
         : { completed: input.plan.filter((i) => i.status === 'done').map((i) => i.id), pending: input.plan.filter((i) => i.status !== 'done').map((i) => i.id) },
-    side_effects: trace.sideEffects.map((s) => ({ ...s })),
+    side_effects: sideEffects,
     evidence: input.plan === undefined ? [...trace.evidence] : [...trace.evidence, ...input.plan.flatMap((i) => i.evidence.map((e) => `${i.id}: ${e}`))],
     acceptance: input.acceptance ?? null,
     trace: {
       used_tools: [...new Set(trace.usedTools)],
-      rejected_calls: trace.rejectedCalls.map((r) => ({ ...r })),
+      rejected_calls: rejectedCalls,
       pending_ids: [...trace.pendingIds],
       step_count: input.stepCount,
     },
