@@ -9,6 +9,8 @@ import { parseDuration } from './durations.js';
 
 /** The most reads a card's final_state may list. */
 export const FINAL_STATE_READS = 100;
+/** The most checks, and manual items, a card's acceptance may list (each is repeated in the run's envelope). */
+export const ACCEPTANCE_CHECKS = 100;
 
 const toolName = z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'a tool name (lowercase letters, digits, _)');
 const args = z.record(z.string(), z.unknown());
@@ -101,7 +103,7 @@ export const cardSchema = z.strictObject({
     .refine((reads) => Object.keys(reads).length <= FINAL_STATE_READS, `at most ${FINAL_STATE_READS} reads`)
     .default({}),
   acceptance: z
-    .strictObject({ checks: z.array(check).default([]), manual: z.array(z.string()).default([]) })
+    .strictObject({ checks: z.array(check).max(ACCEPTANCE_CHECKS, `at most ${ACCEPTANCE_CHECKS} checks`).default([]), manual: z.array(z.string()).max(ACCEPTANCE_CHECKS, `at most ${ACCEPTANCE_CHECKS} items`).default([]) })
     .optional(),
   plan: z.array(planItem).optional(),
   script: z.array(decisionSchema).optional(),

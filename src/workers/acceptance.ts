@@ -52,7 +52,17 @@ export function lookup(root: unknown, path: string): { found: boolean; value: un
   return { found: true, value: node };
 }
 
-const same = (a: unknown, b: unknown) => JSON.stringify(a) === JSON.stringify(b);
+/** How much of a value a check's detail shows (the envelope repeats each check's detail). */
+export const DETAIL_CHARS = 200;
+
+/** The JSON text of the value at each path, written once however many checks read it. */
+type Texts = Map<string, string>;
+const json = (v: unknown): string => JSON.stringify(v) ?? 'undefined';
+
+/** `path = <value>`, the value's JSON cut at DETAIL_CHARS (a check per path repeated a 256 KiB value into the envelope each time). */
+function shown(path: string, text: string): string {
+  return `${path} = ${text.length <= DETAIL_CHARS ? text : `${text.slice(0, DETAIL_CHARS)}… (${text.length} characters)`}`;
+}
 
 function runCommand(argv: string[], timeoutMs: number, signal: AbortSignal): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
@@ -63,7 +73,7 @@ function runCommand(argv: string[], timeoutMs: number, signal: AbortSignal): Pro
   });
 }
 
-async function evaluate(check: AcceptanceCheck, input: AcceptanceInput, finalState: Record<string, unknown>): Promise<CheckResult> {
+async function evaluate(check: AcceptanceCheck, input: AcceptanceInput, finalState: Record<string, unknown>, texts: Texts): Promise<CheckResult> {
   if ('tools_subset' in check) {
     const outside = input.usedTools.filter((t) => !input.card.allowed_tools.includes(t));
     return { id: check.id, passed: outside.length === 0, detail: outside.length === 0 ? 'every tool used was allowed' : `used outside the allowlist: ${outside.join(', ')}` };
@@ -76,8 +86,23 @@ async function evaluate(check: AcceptanceCheck, input: AcceptanceInput, finalSta
   const { found, value } = lookup(finalState, check.path);
   if ('exists' in check) return { id: check.id, passed: found === check.exists, detail: `${check.path} ${found ? 'exists' : 'is missing'}` };
   if (!found) return { id: check.id, passed: false, detail: `${check.path} is missing from the final state` };
-  if ('equals' in check) return { id: check.id, passed: same(value, check.equals), detail: `${check.path} = ${JSON.stringify(value)}` };
-  return { id: check.id, passed: check.in.some((v) => same(v, value)), detail: `${check.path} = ${JSON.stringify(value)}` };
+  let text = texts.get(check.path);
+  if (text === undefined) texts.set(check.path, (text = json(value)));
+  const passed = 'equals' in check ? json(check.equals) === text : check.in.some((v) => json(v) === text);
+  return { id: check.id, passed, detail: shown(check.path, text) };
+}
+
+/** How long acceptance may hold its thread between turns of the event loop (as the loop's steps). */
+const TURN_MS = 1;
+
+/** A turn of the thread's event loop once `TURN_MS` has passed since the last (see runAcceptance). */
+function turner(): () => Promise<void> {
+  let last = performance.now();
+  return async () => {
+    if (performance.now() - last < TURN_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    last = performance.now();
+  };
 }
 
 /**
@@ -90,15 +115,13 @@ async function evaluate(check: AcceptanceCheck, input: AcceptanceInput, finalSta
  * unreachable, unread: the verdict is failed.
  */
 export const FINAL_STATE_BYTES = LIMITS.resultBytes;
-/** How long acceptance may hold its thread between turns of the event loop (as the loop's steps). */
-const TURN_MS = 1;
 
 export async function runAcceptance(input: AcceptanceInput): Promise<AcceptanceReport> {
   const finalState: Record<string, unknown> = {};
   const unreachable: string[] = [];
   let held = 0;
   let full: string | undefined;
-  let lastTurn = performance.now();
+  const turn = turner();
   for (const [name, call] of Object.entries(input.card.final_state)) {
     if (full !== undefined) {
       unreachable.push(`${name}: not read: ${full}`);
@@ -111,10 +134,7 @@ export async function runAcceptance(input: AcceptanceInput): Promise<AcceptanceR
     }
     // The thread's other runs get their turn between reads: a read that answers without I/O
     // (SQLite) never yields, and a card's reads together held the thread for seconds.
-    if (performance.now() - lastTurn >= TURN_MS) {
-      await new Promise<void>((resolve) => setImmediate(resolve));
-      lastTurn = performance.now();
-    }
+    await turn();
     const out = await input.read(call.tool, call.args);
     if (!out.ok) {
       unreachable.push(`${name}: ${out.error}`);
@@ -131,7 +151,11 @@ export async function runAcceptance(input: AcceptanceInput): Promise<AcceptanceR
     Object.defineProperty(finalState, name, { value: out.result, enumerable: true, writable: true, configurable: true });
   }
   const checks: CheckResult[] = [];
-  for (const check of input.card.acceptance?.checks ?? []) checks.push(await evaluate(check, input, finalState));
+  const texts: Texts = new Map();
+  for (const check of input.card.acceptance?.checks ?? []) {
+    await turn();
+    checks.push(await evaluate(check, input, finalState, texts));
+  }
   const failed = checks.filter((c) => !c.passed).map((c) => c.id);
   const manual = [...(input.card.acceptance?.manual ?? [])];
   // An unreachable final state is never a pass: the verdict cannot be made.

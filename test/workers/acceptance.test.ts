@@ -3,10 +3,10 @@ import { writeFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod/v4';
 import { checkCard, type Envelope } from '../../src/engine/index.js';
-import { FINAL_STATE_READS } from '../../src/engine/cards.js';
+import { ACCEPTANCE_CHECKS, FINAL_STATE_READS } from '../../src/engine/cards.js';
 import { builtInTools } from '../../src/tools/builtin.js';
 import { createToolRegistry, defineTool } from '../../src/tools/registry.js';
-import { type AcceptanceReport, FINAL_STATE_BYTES, lookup } from '../../src/workers/acceptance.js';
+import { type AcceptanceReport, DETAIL_CHARS, FINAL_STATE_BYTES, lookup } from '../../src/workers/acceptance.js';
 import { ACCEPT_GRACE_MS } from '../../src/workers/loop-calls.js';
 import { card, harness, runCard } from './harness.js';
 
@@ -158,5 +158,25 @@ describe('acceptance is bounded', () => {
     const report = result.envelope!.acceptance as AcceptanceReport;
     expect(Object.keys(report.final_state)).toEqual(['a']);
     expect(report.unreachable).toEqual([expect.stringMatching(/^b: slow_read: cut off at the run's deadline after \d+ ms$/)]);
+  });
+
+  it(`a card lists at most ${ACCEPTANCE_CHECKS} checks; a check's detail shows at most ${DETAIL_CHARS} characters of the value it read`, async () => {
+    const checks = (n: number) => Array.from({ length: n }, (_, i) => ({ id: `c${i}`, path: 'a.value', equals: 'no' }));
+    const over = checkCard(card({ acceptance: { checks: checks(ACCEPTANCE_CHECKS + 1) } }));
+    expect(over.ok ? [] : over.problems).toEqual([`acceptance.checks: at most ${ACCEPTANCE_CHECKS} checks`]);
+    const h = harness();
+    const file = join(h.dir, 'big.json');
+    writeFileSync(file, JSON.stringify({ v: 'x'.repeat(60_000) }));
+    // Before, each check's detail repeated the whole 60 KB value: 100 checks, 6 MB in the envelope.
+    const { result } = await runCard(h, card({
+      allowed_tools: ['kv_get'],
+      final_state: { a: { tool: 'kv_get', args: { file, key: 'v' } } },
+      acceptance: { checks: [...checks(ACCEPTANCE_CHECKS - 1), { id: 'in', path: 'a.value', in: ['y', 'x'.repeat(60_000)] }] },
+    }));
+    expect(result.phase).toBe('failed');
+    const report = result.envelope!.acceptance as AcceptanceReport;
+    expect(report.failed).toHaveLength(ACCEPTANCE_CHECKS - 1);
+    expect(report.checks.at(-1)).toEqual({ id: 'in', passed: true, detail: `a.value = "${'x'.repeat(DETAIL_CHARS - 1)}… (60002 characters)` });
+    expect(JSON.stringify(await h.tm.getTask(result.taskId).then((t) => t.result)).length).toBeLessThan(60_000 + ACCEPTANCE_CHECKS * 400);
   });
 });
