@@ -9,6 +9,8 @@ import { parseDuration } from './durations.js';
 
 /** The most reads a card's final_state may list. */
 export const FINAL_STATE_READS = 100;
+/** The most items a card's plan (or a replan) may have. */
+export const PLAN_ITEMS = 100;
 /** The most checks, and manual items, a card's acceptance may list (each is repeated in the run's envelope). */
 export const ACCEPTANCE_CHECKS = 100;
 
@@ -105,7 +107,7 @@ export const cardSchema = z.strictObject({
   acceptance: z
     .strictObject({ checks: z.array(check).max(ACCEPTANCE_CHECKS, `at most ${ACCEPTANCE_CHECKS} checks`).default([]), manual: z.array(z.string()).max(ACCEPTANCE_CHECKS, `at most ${ACCEPTANCE_CHECKS} items`).default([]) })
     .optional(),
-  plan: z.array(planItem).optional(),
+  plan: z.array(planItem).max(PLAN_ITEMS, `at most ${PLAN_ITEMS} items`).optional(),
   script: z.array(decisionSchema).optional(),
   /** Commands `launch_app` may start (desktop cards). */
   launch_allowlist: z.array(z.array(z.string()).min(1)).optional(),

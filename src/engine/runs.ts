@@ -135,7 +135,8 @@ export interface Envelope {
   side_effects: SideEffect[];
   evidence: string[];
   acceptance: unknown;
-  trace: { used_tools: string[]; rejected_calls: RejectedCall[]; pending_ids: string[]; step_count: number };
+  /** `rejected_omitted`: refused calls past the first ENVELOPE_REJECTED listed (their steps keep them). */
+  trace: { used_tools: string[]; rejected_calls: RejectedCall[]; rejected_omitted?: number; pending_ids: string[]; step_count: number };
   safe_resume: { condition: string; checkpoint_version: number };
   message?: string;
   progress?: unknown;

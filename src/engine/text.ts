@@ -13,15 +13,20 @@ export const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\u
 const LINE_BREAK = /[\n\r\u2028\u2029]/;
 
 /**
- * At most `max` UTF-16 units of `text`, then an ellipsis and the original length when it
- * was cut (so the reader knows there was more). Never splits a surrogate pair.
+ * At most `max` UTF-16 units of `text`, then an ellipsis and the original length (`total`,
+ * when `text` is already a part of the original) when it was cut (so the reader knows there
+ * was more). Never splits a surrogate pair.
  */
-export function clip(text: string, max: number): string {
+export function clip(text: string, max: number, total = text.length): string {
+  if (text.length <= max && total <= text.length) return text;
+  return `${head(text, max)}… (${total} chars, cut)`;
+}
+
+/** At most `max` UTF-16 units of `text` from its start, never half a surrogate pair. */
+export function head(text: string, max: number): string {
   if (text.length <= max) return text;
-  let end = max;
-  const last = text.charCodeAt(end - 1);
-  if (last >= 0xd800 && last <= 0xdbff) end--;
-  return `${text.slice(0, end)}… (${text.length} chars, cut)`;
+  const last = text.charCodeAt(max - 1);
+  return text.slice(0, last >= 0xd800 && last <= 0xdbff ? max - 1 : max);
 }
 
 /**

@@ -1,5 +1,6 @@
 /** The result envelope (DESIGN §5, seed 004): one per run, however the run ends. */
 import type { Envelope, FinalPhase, RejectedCall, SideEffect } from '../engine/index.js';
+import { clip } from '../engine/text.js';
 
 /** What the loop accumulates for the envelope while it runs (rebuilt from steps on resume). */
 export interface Trace {
@@ -70,11 +71,23 @@ function boundArgs<T extends { args: unknown }>(calls: readonly T[], budget: { l
   });
 }
 
+/**
+ * The most refused calls an envelope lists (the first ones; `rejected_omitted` counts the
+ * rest, which their steps keep), and the most characters of each one's reason. A reason quotes
+ * what the card says (a refused replan named every done item of the plan): 1,500 refused
+ * replans made a 192 MB envelope, and 8,000 refused calls whose reasons quoted control
+ * characters 53 MB (session 33's second review).
+ */
+export const ENVELOPE_REJECTED = 100;
+export const ENVELOPE_REASON_CHARS = 1000;
+
 export function buildEnvelope(input: EnvelopeInput): Envelope {
   const { trace } = input;
   const budget = { left: ENVELOPE_ARGS_BYTES };
   const sideEffects = boundArgs(trace.sideEffects, budget);
-  const rejectedCalls = boundArgs(trace.rejectedCalls, budget);
+  const listed = trace.rejectedCalls.slice(0, ENVELOPE_REJECTED).map((r) => ({ ...r, reason: clip(r.reason, ENVELOPE_REASON_CHARS) }));
+  const rejectedCalls = boundArgs(listed, budget);
+  const omitted = trace.rejectedCalls.length - listed.length;
   const envelope: Envelope = {
     run_id: input.runId,
     task_id: input.taskId,
@@ -90,6 +103,7 @@ export function buildEnvelope(input: EnvelopeInput): Envelope {
     trace: {
       used_tools: [...new Set(trace.usedTools)],
       rejected_calls: rejectedCalls,
+      ...(omitted > 0 ? { rejected_omitted: omitted } : {}),
       pending_ids: [...trace.pendingIds],
       step_count: input.stepCount,
     },

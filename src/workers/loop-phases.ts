@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type Step, type StepKind, isEngineError, parseDuration } from '../engine/index.js';
-import { clip, printable } from '../engine/text.js';
+import { clip, head, printable } from '../engine/text.js';
 import { splitImage } from './images.js';
 import { cutAtDeadline, recordOnBreaker } from './execute.js';
 import { type Decision, type Observation, PlannerError, tokenCount } from './planner.js';
@@ -43,7 +43,10 @@ export async function* end(r: RunScope, ...args: Parameters<RunScope['finish']>)
 function stepText(text: string, max: number): string;
 function stepText(text: string | undefined, max: number): string | undefined;
 function stepText(text: string | undefined, max: number): string | undefined {
-  return text === undefined ? undefined : printable(clip(text, max));
+  if (text === undefined) return undefined;
+  // Escaped, then cut: a control character escapes to six characters, so a text cut first
+  // grew up to six times past `max` (session 33's second review, N2).
+  return clip(printable(head(text, max)), max, text.length);
 }
 
 /** Counts a failed step; true when that spends the run's `max_failures`. */
