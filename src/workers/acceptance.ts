@@ -6,6 +6,7 @@
  */
 import { execFile } from 'node:child_process';
 import { childEnv } from '../tools/child-env.js';
+import { head } from '../engine/text.js';
 import type { AcceptanceCheck, TaskCard } from '../engine/index.js';
 import { LIMITS, parseDuration } from '../engine/index.js';
 import type { ToolRegistry } from '../tools/registry.js';
@@ -61,7 +62,7 @@ const json = (v: unknown): string => JSON.stringify(v) ?? 'undefined';
 
 /** `path = <value>`, the value's JSON cut at DETAIL_CHARS (a check per path repeated a 256 KiB value into the envelope each time). */
 function shown(path: string, text: string): string {
-  return `${path} = ${text.length <= DETAIL_CHARS ? text : `${text.slice(0, DETAIL_CHARS)}… (${text.length} characters)`}`;
+  return `${path} = ${text.length <= DETAIL_CHARS ? text : `${head(text, DETAIL_CHARS)}… (${text.length} characters)`}`;
 }
 
 function runCommand(argv: string[], timeoutMs: number, signal: AbortSignal): Promise<{ code: number | null; output: string }> {
